@@ -1,0 +1,42 @@
+# nmtbench: `make help` lists the targets. Every target sets up .venv on first use.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+# A local copy of the Multi30k raw files; without one, the prepare stage downloads from upstream.
+# A folder ../shared/data/multi30k beside the checkout is used when present.
+NMTBENCH_DATA_MIRROR ?= $(abspath $(wildcard ../shared/data/multi30k))
+export NMTBENCH_DATA_MIRROR
+export PATH := $(BIN):$(PATH)
+export WANDB_SILENT ?= true
+SMOKE_DIR ?= runs/smoke
+
+.DEFAULT_GOAL := help
+.PHONY: help setup repro smoke test test-fast clean-smoke
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+setup: $(VENV)/.installed ## create .venv and install the pinned dependencies from pyproject.toml
+
+repro: $(VENV)/.installed ## run the whole pipeline on the default params (dvc repro)
+	dvc repro
+
+smoke: $(VENV)/.installed ## the whole pipeline on tiny settings in runs/smoke, leaving your outputs alone
+	nmtbench workspace $(SMOKE_DIR) --profile profiles/smoke.yaml
+	cd $(SMOKE_DIR) && dvc repro
+
+test: $(VENV)/.installed ## every test, the end-to-end smoke pipeline included
+	python -m pytest
+
+test-fast: $(VENV)/.installed ## unit tests only (skips tests marked slow)
+	python -m pytest -m "not slow"
+
+clean-smoke: ## delete the smoke workspace
+	rm -rf $(SMOKE_DIR)

@@ -1,0 +1,1 @@
+"""nmtbench: RNN vs Transformer NMT, measured under one protocol."""

@@ -1,0 +1,3 @@
+from nmtbench.cli import main
+import sys
+sys.exit(main())

@@ -1,0 +1,200 @@
+"""Typed views of params.yaml, validated with one-line errors that name the key and the fix."""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+LANGUAGES = ("en", "de", "fr", "cs")
+SPLITS = ("train", "val", "test_2016_flickr", "test_2017_flickr")
+
+
+class ConfigError(ValueError):
+    """A bad value in params.yaml; the message names the key and what would be valid."""
+
+
+def choice(where: str, value: Any, valid: typing.Iterable[Any]) -> Any:
+    """Return value if it is one of valid, else raise naming every valid choice."""
+    valid = tuple(valid)
+    if value not in valid:
+        raise ConfigError(f"{where}: {value!r} is not valid; choose one of {', '.join(map(str, valid))}")
+    return value
+
+
+def positive(where: str, value: float, allow_zero: bool = False) -> float:
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ConfigError(f"{where}: must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+    return value
+
+
+def from_dict(cls: type, values: dict | None, where: str):
+    """Build dataclass cls from a params block, refusing unknown keys and wrongly typed values."""
+    values = dict(values or {})
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; valid keys are {', '.join(fields)}")
+    hints = typing.get_type_hints(cls)
+    for name, value in values.items():
+        expected = hints[name]
+        allowed = typing.get_args(expected) or (expected,)
+        allowed = tuple(typing.get_origin(a) or a for a in allowed)
+        if float in allowed and isinstance(value, int) and not isinstance(value, bool):
+            values[name] = value = float(value)
+        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+            names = " or ".join("null" if a is type(None) else a.__name__ for a in allowed)
+            raise ConfigError(f"{where}.{name}: expected {names}, got {value!r}")
+    return cls(**values)
+
+
+@dataclass
+class DataConfig:
+    src_lang: str = "en"
+    tgt_lang: str = "de"
+    eval_splits: list = field(default_factory=lambda: ["test_2016_flickr", "test_2017_flickr"])
+    max_train_pairs: int | None = None
+    max_eval_pairs: int | None = None
+    max_length: int = 80
+    max_length_ratio: float = 3.0
+
+    def __post_init__(self):
+        choice("data.src_lang", self.src_lang, LANGUAGES)
+        choice("data.tgt_lang", self.tgt_lang, [lang for lang in LANGUAGES if lang != self.src_lang])
+        for split in self.eval_splits:
+            choice("data.eval_splits", split, SPLITS[1:])
+        if "cs" in (self.src_lang, self.tgt_lang) and "test_2017_flickr" in self.eval_splits:
+            raise ConfigError("data.eval_splits: test_2017_flickr has no Czech; remove it from eval_splits")
+        positive("data.max_length", self.max_length)
+        positive("data.max_length_ratio", self.max_length_ratio)
+        for key in ("max_train_pairs", "max_eval_pairs"):
+            if getattr(self, key) is not None:
+                positive(f"data.{key}", getattr(self, key))
+
+    @property
+    def pair(self) -> str:
+        return f"{self.src_lang}-{self.tgt_lang}"
+
+
+@dataclass
+class TokenizeConfig:
+    model_type: str = "bpe"
+    vocab_size: int = 8000
+    character_coverage: float = 1.0
+
+    def __post_init__(self):
+        choice("tokenize.model_type", self.model_type, ("bpe", "unigram"))
+        if self.vocab_size < 8:
+            raise ConfigError(f"tokenize.vocab_size: must be at least 8, got {self.vocab_size}")
+        if not 0 < self.character_coverage <= 1:
+            raise ConfigError(f"tokenize.character_coverage: must be in (0, 1], got {self.character_coverage}")
+
+
+@dataclass
+class TrainConfig:
+    seed: int = 42
+    batch_tokens: int = 4096
+    max_epochs: int = 30
+    max_steps: int = -1
+    max_time: str | None = "00:00:20:00"
+    lr: float = 7e-4
+    warmup_steps: int = 400
+    label_smoothing: float = 0.1
+    gradient_clip_val: float = 1.0
+    val_check_interval: float = 1.0
+    accelerator: str = "cpu"
+    devices: int = 1
+    precision: str = "32-true"
+    num_threads: int = 0
+
+    def __post_init__(self):
+        positive("train.batch_tokens", self.batch_tokens)
+        positive("train.max_epochs", self.max_epochs)
+        positive("train.lr", self.lr)
+        positive("train.warmup_steps", self.warmup_steps, allow_zero=True)
+        positive("train.gradient_clip_val", self.gradient_clip_val, allow_zero=True)
+        positive("train.num_threads", self.num_threads, allow_zero=True)
+        if not 0 <= self.label_smoothing < 1:
+            raise ConfigError(f"train.label_smoothing: must be in [0, 1), got {self.label_smoothing}")
+        choice("train.accelerator", self.accelerator, ("auto", "cpu", "gpu"))
+        choice("train.precision", self.precision, ("32-true", "bf16-mixed", "16-mixed"))
+        if self.max_time is not None:
+            parts = self.max_time.split(":")
+            if len(parts) != 4 or not all(p.isdigit() for p in parts):
+                raise ConfigError(f"train.max_time: expected DD:HH:MM:SS, got {self.max_time!r}")
+
+
+@dataclass
+class EvaluateConfig:
+    batch_size: int = 64
+    max_len_a: float = 1.5
+    max_len_b: int = 10
+
+    def __post_init__(self):
+        positive("evaluate.batch_size", self.batch_size)
+        positive("evaluate.max_len_a", self.max_len_a, allow_zero=True)
+        positive("evaluate.max_len_b", self.max_len_b, allow_zero=True)
+
+
+@dataclass
+class WandbConfig:
+    project: str = "nmtbench"
+    mode: str = "offline"
+    group: str = "default"
+
+    def __post_init__(self):
+        choice("wandb.mode", self.mode, ("offline", "online", "disabled"))
+
+
+@dataclass
+class Params:
+    data: DataConfig
+    tokenize: TokenizeConfig
+    train: TrainConfig
+    evaluate: EvaluateConfig
+    wandb: WandbConfig
+    models: dict  # name -> raw block; models.registry validates and builds each
+
+    def model_block(self, name: str) -> dict:
+        if name not in self.models:
+            raise ConfigError(
+                f"unknown model {name!r}; params.yaml defines: {', '.join(self.models)} (add a models.{name} block)"
+            )
+        return self.models[name]
+
+
+def parse_params(raw: dict) -> Params:
+    sections = {"data": DataConfig, "tokenize": TokenizeConfig, "train": TrainConfig,
+                "evaluate": EvaluateConfig, "wandb": WandbConfig}
+    unknown = sorted(set(raw) - set(sections) - {"models"})
+    if unknown:
+        raise ConfigError(f"params: unknown block(s) {', '.join(unknown)}; valid blocks are "
+                          f"{', '.join([*sections, 'models'])}")
+    built = {key: from_dict(cls, raw.get(key), key) for key, cls in sections.items()}
+    models = raw.get("models") or {}
+    if not isinstance(models, dict) or not models:
+        raise ConfigError("models: define at least one model block, e.g. models.transformer")
+    return Params(**built, models=models)
+
+
+def load_params(path: str | Path = "params.yaml") -> Params:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such params file; run from the project root or pass --params")
+    with path.open() as f:
+        raw = yaml.safe_load(f) or {}
+    return parse_params(raw)
+
+
+def merge(base: dict, override: dict) -> dict:
+    """Deep-merge override onto base (dicts merge key by key; any other value replaces)."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged

@@ -1,0 +1,1 @@
+"""Data: sources (mirror or download), prepare, subword tokenizer, token batching."""

@@ -1,0 +1,106 @@
+"""Token-budget batches of length-sorted pairs, padded and ready for teacher forcing."""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, Sampler
+
+from nmtbench.data.tokenizer import BOS, EOS, PAD
+
+
+def pad(sequences: list[list[int]]) -> torch.Tensor:
+    width = max(len(s) for s in sequences)
+    return torch.tensor([s + [PAD] * (width - len(s)) for s in sequences], dtype=torch.long)
+
+
+def collate(pairs: list[tuple[int, list[int], list[int]]]) -> dict[str, torch.Tensor]:
+    """(index, src_ids, tgt_ids) pairs -> padded batch; tgt_in starts with bos, tgt_out ends with eos."""
+    index, src, tgt = zip(*pairs)
+    src = pad(list(src))  # (B, S)
+    return {
+        "index": torch.tensor(index),
+        "src": src,
+        "src_mask": src != PAD,
+        "tgt_in": pad([[BOS] + t for t in tgt]),  # (B, T)
+        "tgt_out": pad([t + [EOS] for t in tgt]),  # (B, T)
+    }
+
+
+class PairDataset(torch.utils.data.Dataset):
+    def __init__(self, src_ids: list[list[int]], tgt_ids: list[list[int]]):
+        self.src_ids, self.tgt_ids = src_ids, tgt_ids
+
+    def __len__(self):
+        return len(self.src_ids)
+
+    def __getitem__(self, i):
+        return i, self.src_ids[i], self.tgt_ids[i]
+
+
+class TokenBatchSampler(Sampler[list[int]]):
+    """Batches whose padded source + target size stays within batch_tokens.
+
+    Pairs are sorted by length so a batch wastes little on padding; with shuffle, ties are broken and
+    the batch order drawn from a generator seeded with seed + epoch, so every epoch differs yet a run is
+    reproducible. A pair too long for the budget on its own gets a batch of its own.
+    """
+
+    def __init__(self, src_lens: list[int], tgt_lens: list[int], batch_tokens: int, shuffle: bool, seed: int = 0):
+        self.src_lens, self.tgt_lens = src_lens, tgt_lens
+        self.batch_tokens, self.shuffle, self.seed, self.epoch = batch_tokens, shuffle, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def batches(self) -> list[list[int]]:
+        rng = random.Random(self.seed + self.epoch)
+        tie = [rng.random() for _ in self.src_lens] if self.shuffle else [0.0] * len(self.src_lens)
+        order = sorted(range(len(self.src_lens)), key=lambda i: (self.src_lens[i], self.tgt_lens[i], tie[i]))
+        batches, batch, longest_src, longest_tgt = [], [], 0, 0
+        for i in order:
+            s, t = max(longest_src, self.src_lens[i]), max(longest_tgt, self.tgt_lens[i] + 1)  # +1: bos/eos
+            if batch and (len(batch) + 1) * (s + t) > self.batch_tokens:
+                batches.append(batch)
+                batch, s, t = [], self.src_lens[i], self.tgt_lens[i] + 1
+            batch.append(i)
+            longest_src, longest_tgt = s, t
+        if batch:
+            batches.append(batch)
+        if self.shuffle:
+            rng.shuffle(batches)
+        return batches
+
+    def __iter__(self):
+        return iter(self.batches())
+
+    def __len__(self):
+        return len(self.batches())
+
+
+class TranslationData(L.LightningDataModule):
+    """Train and val splits of the tokenized dataset, batched by tokens."""
+
+    def __init__(self, tokenized_dir: Path, batch_tokens: int, seed: int):
+        super().__init__()
+        self.tokenized_dir, self.batch_tokens, self.seed = Path(tokenized_dir), batch_tokens, seed
+
+    def setup(self, stage: str | None = None) -> None:
+        from nmtbench.data.tokenizer import load_tokenized
+
+        dataset = load_tokenized(self.tokenized_dir)
+        self.splits = {name: PairDataset(dataset[name]["src_ids"], dataset[name]["tgt_ids"]) for name in ("train", "val")}
+
+    def loader(self, split: str, shuffle: bool) -> DataLoader:
+        data = self.splits[split]
+        sampler = TokenBatchSampler([len(s) for s in data.src_ids], [len(t) for t in data.tgt_ids],
+                                    self.batch_tokens, shuffle, self.seed)
+        return DataLoader(data, batch_sampler=sampler, collate_fn=collate)
+
+    def train_dataloader(self):
+        return self.loader("train", shuffle=True)
+
+    def val_dataloader(self):
+        return self.loader("val", shuffle=False)

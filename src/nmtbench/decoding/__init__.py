@@ -1,0 +1,1 @@
+"""Decoding: search over any model through the shared interface."""

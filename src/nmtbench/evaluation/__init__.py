@@ -1,0 +1,1 @@
+"""Evaluation: decoding the test sets, sacreBLEU scoring, the comparison table."""

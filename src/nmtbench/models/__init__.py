@@ -1,0 +1,1 @@
+"""Models behind one interface: recurrent and Transformer encoder-decoders, and their registry."""

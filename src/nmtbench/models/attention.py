@@ -1,0 +1,59 @@
+"""Encoder-decoder attention for the recurrent family: dot and general (Luong), additive (Bahdanau).
+
+Each scorer splits its work in two: `keys(encoder_outputs)` runs once per source sentence (and is cached
+in the decoder state), `scores(query, keys)` runs once per target step. That split is what makes
+incremental decoding cheap for additive attention, whose key projection would otherwise be redone per step.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+ATTENTION_KINDS = ("none", "dot", "general", "additive")
+
+
+class DotScorer(nn.Module):
+    def __init__(self, query_dim: int, key_dim: int):
+        super().__init__()
+        if query_dim != key_dim:
+            raise ValueError(f"dot attention needs equal query and key sizes, got {query_dim} and {key_dim}")
+
+    def keys(self, enc: torch.Tensor) -> torch.Tensor:
+        return enc  # (B, S, H)
+
+    def scores(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        return query @ keys.transpose(1, 2)  # (B, T, H) x (B, H, S) -> (B, T, S)
+
+
+class GeneralScorer(DotScorer):
+    def __init__(self, query_dim: int, key_dim: int):
+        nn.Module.__init__(self)
+        self.proj = nn.Linear(key_dim, query_dim, bias=False)  # W in q^T W k
+
+    def keys(self, enc: torch.Tensor) -> torch.Tensor:
+        return self.proj(enc)  # (B, S, Hq)
+
+
+class AdditiveScorer(nn.Module):
+    def __init__(self, query_dim: int, key_dim: int):
+        super().__init__()
+        self.key_proj = nn.Linear(key_dim, key_dim, bias=False)
+        self.query_proj = nn.Linear(query_dim, key_dim, bias=False)
+        self.energy = nn.Linear(key_dim, 1, bias=False)
+
+    def keys(self, enc: torch.Tensor) -> torch.Tensor:
+        return self.key_proj(enc)  # (B, S, K)
+
+    def scores(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        q = self.query_proj(query).unsqueeze(2)  # (B, T, 1, K)
+        return self.energy(torch.tanh(q + keys.unsqueeze(1))).squeeze(-1)  # (B, T, S)
+
+
+SCORERS = {"dot": DotScorer, "general": GeneralScorer, "additive": AdditiveScorer}
+
+
+def attend(scores: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax over source positions that are not padding; returns context (B, T, H) and weights (B, T, S)."""
+    scores = scores.masked_fill(~mask.unsqueeze(1), float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ values, weights

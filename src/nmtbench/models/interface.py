@@ -1,0 +1,61 @@
+"""The one interface every model implements, so training and decoding never ask which model they hold.
+
+    forward(src, src_mask, tgt_in)   -> logits (B, T, V)            teacher forcing
+    encode(src, src_mask)            -> memory                      model-specific, opaque to callers
+    init_state(memory, src_mask)     -> DecoderState
+    decode_step(state, y_prev)       -> (log_probs (B, V), state)   one target token, with a cache
+
+A DecoderState is a dict-like bag of tensors whose first dimension is the batch (or beam) row,
+so `reorder` can prune and grow hypotheses for any model by indexing that dimension.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+
+@dataclass
+class DecoderState:
+    tensors: dict[str, torch.Tensor | tuple] = field(default_factory=dict)
+    step: int = 0  # number of target tokens already consumed
+    attention: torch.Tensor | None = None  # (B, S) source attention of the last step, where the model has one
+
+    def reorder(self, index: torch.Tensor) -> "DecoderState":
+        """Keep rows `index` (B',) of every cached tensor, e.g. the surviving beams."""
+        def pick(value):
+            if isinstance(value, tuple):
+                return tuple(pick(v) for v in value)
+            return value.index_select(0, index)
+
+        return DecoderState(
+            {key: pick(value) for key, value in self.tensors.items()},
+            self.step,
+            None if self.attention is None else self.attention.index_select(0, index),
+        )
+
+
+class Seq2Seq(nn.Module):
+    """Base class: subclasses implement encode, init_state, decode_step and teacher_forced."""
+
+    pad_id: int
+
+    def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        memory = self.encode(src, src_mask)
+        return self.teacher_forced(memory, src_mask, tgt_in)
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor):
+        raise NotImplementedError
+
+    def teacher_forced(self, memory, src_mask: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def init_state(self, memory, src_mask: torch.Tensor) -> DecoderState:
+        raise NotImplementedError
+
+    def decode_step(self, state: DecoderState, y_prev: torch.Tensor) -> tuple[torch.Tensor, DecoderState]:
+        raise NotImplementedError
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())

@@ -1,0 +1,137 @@
+"""Recurrent encoder-decoder: vanilla RNN (Elman, tanh), GRU or LSTM, with or without attention.
+
+Everything for the forward pass of the recurrent family is in this file. Without attention the decoder
+sees the source only through the encoder's final state (Sutskever et al. 2014: the bottleneck); with
+attention it follows Luong et al. 2015: h_t = RNN(y_{t-1}[, a_{t-1}]), c_t = attend(h_t, encoder),
+a_t = tanh(W [h_t; c_t]), logits = E a_t, with the output projection E tied to the joint embedding.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from nmtbench.config import ConfigError, choice
+from nmtbench.models.attention import ATTENTION_KINDS, SCORERS, attend
+from nmtbench.models.interface import DecoderState, Seq2Seq
+
+CELLS = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
+
+
+@dataclass
+class RNNConfig:
+    cell: str = "lstm"
+    bidirectional: bool = True
+    layers: int = 1
+    embed_dim: int = 256
+    hidden_dim: int = 256  # decoder size; a bidirectional encoder gives each direction half of it
+    attention: str = "additive"
+    input_feeding: bool = True  # feed a_{t-1} into the decoder RNN (Luong); forces a step-by-step loop
+    dropout: float = 0.2
+
+    def validate(self, where: str) -> None:
+        choice(f"{where}.cell", self.cell, CELLS)
+        choice(f"{where}.attention", self.attention, ATTENTION_KINDS)
+        if self.bidirectional and self.hidden_dim % 2:
+            raise ConfigError(f"{where}.hidden_dim: a bidirectional encoder needs an even size, got {self.hidden_dim}")
+        if self.layers < 1 or self.embed_dim < 1 or self.hidden_dim < 1:
+            raise ConfigError(f"{where}: layers, embed_dim and hidden_dim must be positive")
+        if not 0 <= self.dropout < 1:
+            raise ConfigError(f"{where}.dropout: must be in [0, 1), got {self.dropout}")
+
+
+class RNNSeq2Seq(Seq2Seq):
+    def __init__(self, cfg: RNNConfig, vocab_size: int, pad_id: int):
+        super().__init__()
+        self.cfg, self.pad_id = cfg, pad_id
+        rnn = CELLS[cfg.cell]
+        between_layers = cfg.dropout if cfg.layers > 1 else 0.0
+        directions = 2 if cfg.bidirectional else 1
+        self.embed = nn.Embedding(vocab_size, cfg.embed_dim, padding_idx=pad_id)  # joint vocabulary: shared
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.encoder = rnn(cfg.embed_dim, cfg.hidden_dim // directions, cfg.layers, batch_first=True,
+                           bidirectional=cfg.bidirectional, dropout=between_layers)
+        feed = cfg.embed_dim if cfg.input_feeding else 0
+        self.decoder = rnn(cfg.embed_dim + feed, cfg.hidden_dim, cfg.layers, batch_first=True, dropout=between_layers)
+        attended = cfg.hidden_dim
+        if cfg.attention != "none":
+            self.scorer = SCORERS[cfg.attention](cfg.hidden_dim, cfg.hidden_dim)
+            attended += cfg.hidden_dim
+        self.pre_output = nn.Linear(attended, cfg.embed_dim)
+        self.output = nn.Linear(cfg.embed_dim, vocab_size, bias=False)
+        self.output.weight = self.embed.weight
+
+    # --- encoder -------------------------------------------------------------------------------------
+    def encode(self, src, src_mask):
+        x = self.dropout(self.embed(src))  # (B, S, E)
+        lengths = src_mask.sum(1).cpu()
+        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        out, final = self.encoder(packed)
+        out, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))  # (B, S, H)
+        final = tuple(self._join_directions(f) for f in final) if isinstance(final, tuple) else self._join_directions(final)
+        keys = self.scorer.keys(out) if self.cfg.attention != "none" else None
+        return {"enc": out, "keys": keys, "final": final}
+
+    def _join_directions(self, h: torch.Tensor) -> torch.Tensor:
+        """(L * dirs, B, H / dirs) -> (B, L, H): the decoder's initial state, batch first for reordering."""
+        if self.cfg.bidirectional:
+            L, B = self.cfg.layers, h.size(1)
+            h = h.view(L, 2, B, -1)
+            h = torch.cat([h[:, 0], h[:, 1]], dim=-1)  # (L, B, H)
+        return h.transpose(0, 1).contiguous()
+
+    # --- decoder -------------------------------------------------------------------------------------
+    def _attentional(self, h, memory, src_mask):
+        """Decoder outputs h (B, T, H) -> attentional vectors (B, T, E) and attention weights (B, T, S)."""
+        if self.cfg.attention == "none":
+            return torch.tanh(self.pre_output(h)), None
+        context, weights = attend(self.scorer.scores(h, memory["keys"]), memory["enc"], src_mask)
+        return torch.tanh(self.pre_output(torch.cat([h, context], dim=-1))), weights
+
+    def _run_decoder(self, inputs, hidden):
+        """inputs (B, T, in); hidden batch-first (B, L, H) or a (h, c) pair of those."""
+        to_rnn = lambda t: t.transpose(0, 1).contiguous()  # noqa: E731  (B, L, H) -> (L, B, H)
+        hidden = tuple(map(to_rnn, hidden)) if isinstance(hidden, tuple) else to_rnn(hidden)
+        out, hidden = self.decoder(inputs, hidden)
+        from_rnn = lambda t: t.transpose(0, 1)  # noqa: E731
+        return out, (tuple(map(from_rnn, hidden)) if isinstance(hidden, tuple) else from_rnn(hidden))
+
+    def teacher_forced(self, memory, src_mask, tgt_in):
+        emb = self.dropout(self.embed(tgt_in))  # (B, T, E)
+        if not self.cfg.input_feeding:  # no recurrence through a_t: the whole sequence in one RNN call
+            out, _ = self._run_decoder(emb, memory["final"])
+            attentional, _ = self._attentional(out, memory, src_mask)
+            return self.output(self.dropout(attentional))
+        state, steps = self.init_state(memory, src_mask), []
+        for t in range(tgt_in.size(1)):
+            attentional, state = self._step(state, emb[:, t : t + 1])
+            steps.append(attentional)
+        return self.output(self.dropout(torch.cat(steps, dim=1)))  # (B, T, V)
+
+    def init_state(self, memory, src_mask):
+        tensors = {**memory, "mask": src_mask, "hidden": memory["final"]}
+        del tensors["final"]
+        if tensors["keys"] is None:
+            del tensors["keys"]
+        if self.cfg.input_feeding:
+            B = src_mask.size(0)
+            tensors["feed"] = memory["enc"].new_zeros(B, 1, self.cfg.embed_dim)
+        return DecoderState(tensors)
+
+    def _step(self, state, emb):
+        """One target position: emb (B, 1, E) -> attentional vector (B, 1, E) and the new state."""
+        s = state.tensors
+        inputs = torch.cat([emb, s["feed"]], dim=-1) if self.cfg.input_feeding else emb
+        out, hidden = self._run_decoder(inputs, s["hidden"])
+        attentional, weights = self._attentional(out, s, s["mask"])
+        tensors = {**s, "hidden": hidden}
+        if self.cfg.input_feeding:
+            tensors["feed"] = attentional
+        return attentional, DecoderState(tensors, state.step + 1, None if weights is None else weights[:, 0])
+
+    def decode_step(self, state, y_prev):
+        attentional, state = self._step(state, self.embed(y_prev).unsqueeze(1))
+        logits = self.output(attentional[:, 0])  # (B, V)
+        return torch.log_softmax(logits.float(), dim=-1), state

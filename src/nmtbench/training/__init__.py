@@ -1,0 +1,1 @@
+"""Training: the shared LightningModule and the train stage."""

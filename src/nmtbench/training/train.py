@@ -1,0 +1,92 @@
+"""Stage `train@<name>`: fit one model variant and keep its best checkpoint and its figures."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from pathlib import Path
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+
+from nmtbench.config import Params
+from nmtbench.data.batching import TranslationData
+from nmtbench.data.tokenizer import PAD
+from nmtbench.models.registry import model_config
+from nmtbench.tracking import make_wandb_logger, write_json
+from nmtbench.training.module import TranslationModule
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that is missing or does not fit the current vocabulary."""
+
+
+def train(params: Params, name: str, tokenized_dir: Path = Path("data/tokenized"),
+          model_dir: Path | None = None, metrics_path: Path | None = None) -> dict:
+    block = params.model_block(name)
+    model_config(name, block)  # refuse a bad block before any work
+    model_dir = model_dir or Path("models") / name
+    metrics_path = metrics_path or Path("metrics") / name / "train.json"
+    cfg = params.train
+    vocab = read_vocab(tokenized_dir)
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    if cfg.num_threads:
+        torch.set_num_threads(cfg.num_threads)
+
+    module = TranslationModule(name, block, vocab["size"], PAD, vocab["sha256"], dataclasses.asdict(cfg))
+    data = TranslationData(tokenized_dir, cfg.batch_tokens, cfg.seed)
+    checkpoint = ModelCheckpoint(dirpath=model_dir, filename="best", monitor="val/loss", mode="min",
+                                 save_top_k=1, auto_insert_metric_name=False, enable_version_counter=False)
+    logger = make_wandb_logger(params.wandb, name, Path("."),
+                               {"model": name, **block, **dataclasses.asdict(cfg), "params": module.model.num_parameters()})
+    trainer = L.Trainer(
+        accelerator=cfg.accelerator, devices=cfg.devices, precision=cfg.precision,
+        max_epochs=cfg.max_epochs, max_steps=cfg.max_steps, max_time=cfg.max_time,
+        gradient_clip_val=cfg.gradient_clip_val or None, val_check_interval=cfg.val_check_interval,
+        logger=logger or False, callbacks=[checkpoint], num_sanity_val_steps=0, log_every_n_steps=10,
+        use_distributed_sampler=False, enable_model_summary=False, default_root_dir=model_dir,
+    )
+    started = time.perf_counter()
+    trainer.fit(module, datamodule=data)
+    wall = time.perf_counter() - started
+    if not checkpoint.best_model_path:  # the time budget ran out before the first validation
+        trainer.validate(module, datamodule=data, verbose=False)
+        checkpoint.on_validation_end(trainer, module)
+
+    best = float(checkpoint.best_model_score)
+    metrics = {
+        "params": module.model.num_parameters(),
+        "train_seconds": round(wall, 2),
+        "train_tokens_per_s": round(module.target_tokens / max(module.train_seconds, 1e-9), 1),
+        "best_val_loss": round(best, 4),
+        "best_val_ppl": round(math.exp(min(best, 50.0)), 2),
+        "steps": trainer.global_step,
+        "epochs": trainer.current_epoch,
+        "target_tokens": module.target_tokens,
+    }
+    write_json(metrics_path, metrics)
+    if logger:
+        logger.experiment.summary.update(metrics)
+        logger.experiment.finish()
+    return metrics
+
+
+def read_vocab(tokenized_dir: Path) -> dict:
+    path = Path(tokenized_dir) / "vocab.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing; run the tokenize stage first (dvc repro tokenize)")
+    return json.loads(path.read_text())
+
+
+def load_model(checkpoint_path: Path, vocab: dict):
+    """Rebuild a trained model from its checkpoint, refusing one trained on another vocabulary."""
+    checkpoint_path = Path(checkpoint_path)
+    if not checkpoint_path.is_file():
+        raise CheckpointError(f"{checkpoint_path} is missing; train the model first (dvc repro train@<name>)")
+    module = TranslationModule.load_from_checkpoint(checkpoint_path, map_location="cpu")
+    if module.hparams.vocab_sha256 != vocab["sha256"]:
+        raise CheckpointError(f"{checkpoint_path} was trained with another vocabulary than data/tokenized; "
+                              f"retrain it (dvc repro train@{module.hparams.name}) or restore its tokenizer")
+    return module.model.eval()

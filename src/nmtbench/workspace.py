@@ -1,0 +1,33 @@
+"""Profiles: a folder holding the pipeline and params.yaml merged with a profile's overrides.
+
+A profile runs in a workspace of its own, a DVC project beside the user's, so `make smoke` never
+touches the outputs of the user's own experiment.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from nmtbench.config import merge, parse_params
+
+
+def make_workspace(project: Path, target: Path, profile: Path) -> Path:
+    """Create or refresh target with project's dvc.yaml and params.yaml merged with profile."""
+    project, target = Path(project), Path(target)
+    if not profile.is_file():
+        raise FileNotFoundError(f"{profile}: no such profile; see the profiles/ folder")
+    base = yaml.safe_load((project / "params.yaml").read_text())
+    overrides = yaml.safe_load(profile.read_text()) or {}
+    merged = merge(base, overrides)
+    parse_params(merged)  # a bad override fails here, before any stage runs
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(project / "dvc.yaml", target / "dvc.yaml")
+    header = f"# generated from params.yaml + {profile.name}; edit those, not this file\n"
+    (target / "params.yaml").write_text(header + yaml.safe_dump(merged, sort_keys=False))
+    if not (target / ".dvc").is_dir():
+        subprocess.run(["dvc", "init", "--no-scm", "--quiet"], cwd=target, check=True)
+        subprocess.run(["dvc", "config", "core.analytics", "false"], cwd=target, check=True)
+    return target

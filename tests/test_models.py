@@ -1,0 +1,138 @@
+"""Properties every registered model must have, checked on tiny sizes for each variant at once."""
+import pytest
+import torch
+
+from nmtbench.config import ConfigError
+from nmtbench.decoding.search import greedy
+from nmtbench.models.registry import build_model
+
+V, PAD, BOS, EOS = 20, 0, 2, 3
+
+RNN = {"family": "rnn", "embed_dim": 12, "hidden_dim": 16, "dropout": 0.0}
+TRANSFORMER = {"family": "transformer", "d_model": 16, "heads": 2, "layers": 2, "d_ff": 32, "dropout": 0.0}
+VARIANTS = {
+    **{f"{cell}_{attention}": {**RNN, "cell": cell, "attention": attention}
+       for cell in ("rnn", "gru", "lstm") for attention in ("none", "dot", "general", "additive")},
+    "lstm_uni_no_feeding": {**RNN, "bidirectional": False, "input_feeding": False, "layers": 2},
+    "gru_additive_2layers": {**RNN, "cell": "gru", "layers": 2},
+    "transformer_post": TRANSFORMER,
+    "transformer_pre": {**TRANSFORMER, "norm": "pre"},
+    "transformer_learned": {**TRANSFORMER, "positions": "learned", "max_positions": 32},
+}
+ATTENTIVE = [name for name, block in VARIANTS.items() if block.get("attention", "dot") != "none"]
+
+
+def make(name, seed=0):
+    torch.manual_seed(seed)
+    return build_model(name, VARIANTS[name], V, PAD).eval()
+
+
+def batch(seed=1):
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, V, (3, 7), generator=g)
+    src[1, 5:] = PAD  # one shorter sentence
+    tgt = torch.randint(4, V, (3, 6), generator=g)
+    return src, src != PAD, tgt
+
+
+def step_by_step(model, src, mask, tgt):
+    state = model.init_state(model.encode(src, mask), mask)
+    out, attention = [], []
+    for t in range(tgt.size(1)):
+        log_probs, state = model.decode_step(state, tgt[:, t])
+        out.append(log_probs)
+        attention.append(state.attention)
+    return torch.stack(out, 1), attention
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_decode_step_equals_teacher_forcing(name):
+    model = make(name)
+    src, mask, tgt = batch()
+    forced = model(src, mask, tgt).log_softmax(-1)
+    stepped, _ = step_by_step(model, src, mask, tgt)
+    assert torch.allclose(stepped, forced, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_causality(name):
+    model = make(name)
+    src, mask, tgt = batch()
+    changed = tgt.clone()
+    changed[:, 3:] = (changed[:, 3:] + 1) % V
+    a, b = model(src, mask, tgt), model(src, mask, changed)
+    assert torch.allclose(a[:, :3], b[:, :3], atol=1e-6)
+    assert not torch.allclose(a[:, 3:], b[:, 3:])
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_extra_source_padding_changes_nothing(name):
+    model = make(name)
+    src, mask, tgt = batch()
+    padded = torch.cat([src, torch.full((3, 4), PAD)], dim=1)
+    assert torch.allclose(model(src, mask, tgt), model(padded, padded != PAD, tgt), atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ATTENTIVE)
+def test_attention_is_a_distribution_over_real_source_tokens(name):
+    model = make(name)
+    src, mask, tgt = batch()
+    _, attention = step_by_step(model, src, mask, tgt)
+    for weights in attention:  # (B, S) per step
+        assert torch.allclose(weights.sum(-1), torch.ones(3), atol=1e-5)
+        assert (weights[~mask] == 0).all()
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_every_parameter_gets_a_gradient(name):
+    model = make(name).train()
+    src, mask, tgt = batch()
+    model(src, mask, tgt).logsumexp(-1).sum().backward()
+    missing = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+    assert missing == []
+
+
+@pytest.mark.parametrize("name", ["lstm_additive", "gru_dot", "rnn_general", "transformer_post", "transformer_pre"])
+def test_tiny_model_memorises_ten_pairs(name):
+    g = torch.Generator().manual_seed(3)
+    src = torch.randint(4, V, (10, 5), generator=g)
+    tgt = torch.randint(4, V, (10, 4), generator=g)
+    mask = src != PAD
+    tgt_in = torch.cat([torch.full((10, 1), BOS), tgt], 1)
+    tgt_out = torch.cat([tgt, torch.full((10, 1), EOS)], 1)
+    model = make(name).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    for _ in range(300):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(src, mask, tgt_in).flatten(0, 1), tgt_out.flatten())
+        loss.backward()
+        optimizer.step()
+    hyps = greedy(model.eval(), src, mask, BOS, EOS, torch.full((10,), 8))
+    assert hyps == tgt.tolist()
+
+
+def test_bidirectional_encoder_sees_the_future_and_unidirectional_does_not():
+    src, mask, _ = batch()
+    changed = src.clone()
+    changed[:, 4] = (changed[:, 4] + 1) % V + 4 * (changed[:, 4] + 1 >= V)
+    for bidirectional, future_visible in ((True, True), (False, False)):
+        torch.manual_seed(0)
+        model = build_model("m", {**RNN, "bidirectional": bidirectional}, V, PAD).eval()
+        before = model.encode(src, mask)["enc"][:, :4]
+        after = model.encode(changed, mask)["enc"][:, :4]
+        assert (not torch.allclose(before, after)) == future_visible
+
+
+@pytest.mark.parametrize("block, message", [
+    ({"family": "lstm"}, "models.bad.family: 'lstm' is not valid; choose one of rnn, transformer"),
+    ({"family": "rnn", "cell": "elman"}, "models.bad.cell: 'elman' is not valid; choose one of rnn, gru, lstm"),
+    ({"family": "rnn", "attention": "luong"}, "choose one of none, dot, general, additive"),
+    ({"family": "transformer", "positions": "rotary"}, "choose one of sinusoidal, learned"),
+    ({"family": "transformer", "d_model": 10, "heads": 4}, "d_model (10) must be divisible by heads (4)"),
+    ({"family": "rnn", "hidden": 5}, "unknown key(s) hidden"),
+    ({"family": "rnn", "layers": "two"}, "models.bad.layers: expected int, got 'two'"),
+])
+def test_bad_model_blocks_are_refused_with_the_valid_choices(block, message):
+    with pytest.raises(ConfigError) as error:
+        build_model("bad", block, V, PAD)
+    assert message in str(error.value)
