@@ -1,0 +1,47 @@
+import pytest
+import yaml
+
+from nmtbench.config import ConfigError, load_params, merge, parse_params
+
+
+def raw():
+    with open("params.yaml") as f:
+        return yaml.safe_load(f)
+
+
+def test_default_params_load():
+    params = load_params("params.yaml")
+    assert params.data.pair == "en-de"
+    assert set(params.models) >= {"lstm_attention", "transformer"}
+
+
+@pytest.mark.parametrize("override, message", [
+    ({"data": {"src_lang": "xx"}}, "data.src_lang: 'xx' is not valid; choose one of en, de, fr, cs"),
+    ({"data": {"tgt_lang": "en"}}, "data.tgt_lang: 'en' is not valid; choose one of de, fr, cs"),
+    ({"data": {"src_lang": "cs"}}, "test_2017_flickr has no Czech"),
+    ({"train": {"lr": -1}}, "train.lr: must be > 0"),
+    ({"train": {"max_time": "20 minutes"}}, "train.max_time: expected DD:HH:MM:SS"),
+    ({"train": {"batch_size": 3}}, "train: unknown key(s) batch_size"),
+    ({"wandb": {"mode": "cloud"}}, "wandb.mode: 'cloud' is not valid"),
+    ({"trian": {}}, "params: unknown block(s) trian"),
+])
+def test_bad_params_name_the_key_and_the_fix(override, message):
+    with pytest.raises(ConfigError) as error:
+        parse_params(merge(raw(), override))
+    assert message in str(error.value)
+
+
+def test_unknown_model_lists_the_defined_ones():
+    with pytest.raises(ConfigError, match="unknown model 'gpt'; params.yaml defines: lstm_attention, transformer"):
+        load_params("params.yaml").model_block("gpt")
+
+
+def test_merge_is_deep_and_leaves_its_inputs_alone():
+    base = {"a": {"b": 1, "c": 2}, "d": [1]}
+    assert merge(base, {"a": {"c": 3}, "d": [2]}) == {"a": {"b": 1, "c": 3}, "d": [2]}
+    assert base == {"a": {"b": 1, "c": 2}, "d": [1]}
+
+
+def test_missing_params_file_says_where_to_run(tmp_path):
+    with pytest.raises(ConfigError, match="no such params file"):
+        load_params(tmp_path / "params.yaml")

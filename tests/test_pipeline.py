@@ -1,0 +1,70 @@
+"""End to end: the smoke profile through `dvc repro` on real Multi30k, in a workspace of its own."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from nmtbench.tracking import read_offline_run
+
+ROOT = Path(__file__).resolve().parents[1]
+MIRROR = os.environ.get("NMTBENCH_DATA_MIRROR")
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    if not MIRROR:
+        pytest.skip("set NMTBENCH_DATA_MIRROR to a Multi30k mirror folder (make test does when one is beside the checkout)")
+    workspace = tmp_path_factory.mktemp("smoke")
+    env = {**os.environ, "WANDB_SILENT": "true"}
+    run = lambda *cmd: subprocess.run(cmd, cwd=workspace, env=env, check=True, capture_output=True, text=True)  # noqa: E731
+    subprocess.run(["nmtbench", "--params", str(ROOT / "params.yaml"), "workspace", str(workspace),
+                    "--profile", str(ROOT / "profiles/smoke.yaml")], check=True, env=env)
+    run("dvc", "repro")
+    return workspace, run
+
+
+@pytest.mark.slow
+def test_smoke_pipeline_scores_every_model(smoke):
+    workspace, _ = smoke
+    comparison = json.loads((workspace / "results/comparison.json").read_text())
+    assert set(comparison) == {"lstm_attention", "transformer"}
+    for row in comparison.values():
+        for split in ("test_2016_flickr", "test_2017_flickr"):
+            assert 0 <= row[f"{split}_bleu"] <= 100
+            assert 0 < row[f"{split}_chrf"] <= 100
+        assert row["params"] > 0 and row["train_tokens_per_s"] > 0
+    assert "| lstm_attention |" in (workspace / "results/comparison.md").read_text()
+
+
+@pytest.mark.slow
+def test_dvc_metrics_show_the_same_numbers(smoke):
+    workspace, run = smoke
+    shown = json.loads(run("dvc", "metrics", "show", "--json").stdout)
+    files = next(iter(shown.values()))["data"]
+    comparison = files["results/comparison.json"]["data"]
+    expected = json.loads((workspace / "results/comparison.json").read_text())
+    assert comparison == expected
+    train = files["metrics/transformer/train.json"]["data"]
+    assert train["best_val_loss"] == expected["transformer"]["best_val_loss"]
+
+
+@pytest.mark.slow
+def test_offline_wandb_runs_hold_the_logged_metrics(smoke):
+    workspace, _ = smoke
+    runs = sorted((workspace / "wandb").glob("offline-run-*"))
+    assert len(runs) == 2  # one per model, in one group
+    for run_dir in runs:
+        logged = read_offline_run(run_dir)
+        model = logged["config"]["model"]
+        train = json.loads((workspace / f"metrics/{model}/train.json").read_text())
+        val_losses = [row["val/loss"] for row in logged["history"] if "val/loss" in row]
+        assert min(val_losses) == pytest.approx(train["best_val_loss"], abs=1e-4)
+        assert logged["summary"]["params"] == train["params"]
+
+
+@pytest.mark.slow
+def test_a_second_repro_runs_nothing(smoke):
+    _, run = smoke
+    assert "Data and pipelines are up to date." in run("dvc", "status").stdout

@@ -1,0 +1,140 @@
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import wandb
+
+from nmtbench.config import WandbConfig
+from nmtbench.tracking import make_wandb_logger, read_offline_run, write_json
+
+
+def quiet_offline_env(monkeypatch, root: Path) -> None:
+    """Keep wandb offline, silent and inside root (no network, nothing written to $HOME)."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    for var in ("WANDB_DIR", "WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR"):
+        monkeypatch.setenv(var, str(root))
+
+
+def finish(run) -> Path:
+    """Finish run and return its folder once complete.
+
+    run.finish() returns before wandb-core has flushed the .wandb file; tearing the service down
+    waits for it (process exit does the same, so stages reading a finished stage's runs are safe).
+    """
+    run.finish()
+    wandb.teardown()
+    return Path(run.dir).parent
+
+
+@pytest.fixture(scope="module")
+def logged_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("wandb")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        quiet_offline_env(monkeypatch, root)
+        run = wandb.init(mode="offline", dir=root, project="t", config={"a": 1})
+        run.log({"val_loss": 1.5, "epoch": 0})
+        run.log({"val_loss": 1.25, "epoch": 1})
+        run.summary["best_val_loss"] = 1.25
+        return finish(run)
+
+
+def test_offline_run_folder_layout(logged_run):
+    assert logged_run.name.startswith("offline-run-")
+    assert [p.name for p in logged_run.glob("run-*.wandb")] == [f"run-{logged_run.name.rsplit('-', 1)[1]}.wandb"]
+
+
+def test_read_offline_run_finds_logged_values(logged_run):
+    run = read_offline_run(logged_run)
+    assert run["config"] == {"a": 1}
+    assert [(row["_step"], row["val_loss"], row["epoch"]) for row in run["history"]] == [(0, 1.5, 0), (1, 1.25, 1)]
+    assert run["summary"]["best_val_loss"] == 1.25
+    assert run["summary"]["epoch"] == 1
+
+
+def test_records_split_across_blocks(tmp_path, monkeypatch):
+    # A config larger than a 32 KiB block and enough rows to span many blocks exercise
+    # the FIRST/MIDDLE/LAST chunks and the zero-filled block tails.
+    quiet_offline_env(monkeypatch, tmp_path)
+    run = wandb.init(mode="offline", dir=tmp_path, project="t", config={"notes": "x" * 70_000})
+    for step in range(400):
+        run.log({"loss": step / 4, "split/name": "val", "nested": {"n": step}})
+    run_dir = finish(run)
+    assert (run_dir / f"run-{run.id}.wandb").stat().st_size > 3 * 32 * 1024
+
+    history = read_offline_run(run_dir)["history"]
+    assert read_offline_run(run_dir)["config"] == {"notes": "x" * 70_000}
+    assert [row["loss"] for row in history] == [step / 4 for step in range(400)]
+    assert history[7]["split/name"] == "val" and history[7]["nested"] == {"n": 7}
+
+
+def test_corrupt_log_is_reported(logged_run, tmp_path):
+    copy = tmp_path / logged_run.name
+    shutil.copytree(logged_run, copy)
+    log = next(copy.glob("run-*.wandb"))
+    data = bytearray(log.read_bytes())
+    data[20] ^= 0xFF
+    log.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="corrupt chunk at byte 7"):
+        read_offline_run(copy)
+
+
+def test_truncated_log_yields_the_complete_records(logged_run, tmp_path):
+    copy = tmp_path / logged_run.name
+    shutil.copytree(logged_run, copy)
+    log = next(copy.glob("run-*.wandb"))
+    log.write_bytes(log.read_bytes()[:-3])
+    assert read_offline_run(copy)["config"] == {"a": 1}
+
+
+def test_folder_without_run_log(tmp_path):
+    with pytest.raises(FileNotFoundError, match="expected one run-<id>.wandb file, found 0"):
+        read_offline_run(tmp_path)
+
+
+def test_wandb_logger_round_trip(tmp_path, monkeypatch):
+    quiet_offline_env(monkeypatch, tmp_path)
+    cfg = WandbConfig(project="nmtbench-test", group="exp1")
+    logger = make_wandb_logger(cfg, "transformer", tmp_path / "runs", {"model": {"d_model": 4}, "lr": 0.1},
+                               tags=["transformer"])
+    logger.log_metrics({"train_loss": 2.0}, step=5)
+    logger.log_metrics({"val_loss": 1.0, "epoch": 0}, step=10)
+    run = logger.experiment
+    assert (run.project, run.group, run.name, run.tags) == ("nmtbench-test", "exp1", "transformer", ("transformer",))
+    run_dir = finish(run)
+    assert run_dir.parent == tmp_path / "runs" / "wandb"
+    assert run_dir.name.endswith(f"-{logger.version}")
+
+    read = read_offline_run(run_dir)
+    assert read["config"] == {"model": {"d_model": 4}, "lr": 0.1}
+    assert [{k: v for k, v in row.items() if not k.startswith("_")} for row in read["history"]] == [
+        {"train_loss": 2.0, "trainer/global_step": 5},
+        {"val_loss": 1.0, "epoch": 0, "trainer/global_step": 10},
+    ]
+
+
+def test_disabled_mode_from_params(monkeypatch):
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    assert make_wandb_logger(WandbConfig(mode="disabled"), "m", Path("unused"), {}) is None
+
+
+def test_wandb_mode_env_wins_over_params(monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    assert make_wandb_logger(WandbConfig(mode="online"), "m", Path("unused"), {}) is None
+
+
+def test_write_json_replaces_atomically(tmp_path, monkeypatch):
+    path = tmp_path / "metrics" / "m.json"
+    write_json(path, {"bleu": 1.0})
+    assert path.read_text() == '{\n  "bleu": 1.0\n}\n'
+    assert path.stat().st_mode & 0o777 == 0o644
+
+    def interrupted(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("os.replace", interrupted)
+    with pytest.raises(OSError, match="disk full"):
+        write_json(path, {"bleu": 2.0})
+    assert json.loads(path.read_text()) == {"bleu": 1.0}
+    assert [p.name for p in path.parent.iterdir()] == ["m.json"]
