@@ -1,4 +1,3 @@
-import json
 import shutil
 from pathlib import Path
 
@@ -6,7 +5,7 @@ import pytest
 import wandb
 
 from nmtbench.config import WandbConfig
-from nmtbench.tracking import make_wandb_logger, read_offline_run, write_json
+from nmtbench.tracking import make_wandb_logger, read_offline_run
 
 
 def quiet_offline_env(monkeypatch, root: Path) -> None:
@@ -122,19 +121,3 @@ def test_disabled_mode_from_params(monkeypatch):
 def test_wandb_mode_env_wins_over_params(monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "disabled")
     assert make_wandb_logger(WandbConfig(mode="online"), "m", Path("unused"), {}) is None
-
-
-def test_write_json_replaces_atomically(tmp_path, monkeypatch):
-    path = tmp_path / "metrics" / "m.json"
-    write_json(path, {"bleu": 1.0})
-    assert path.read_text() == '{\n  "bleu": 1.0\n}\n'
-    assert path.stat().st_mode & 0o777 == 0o644
-
-    def interrupted(src, dst):
-        raise OSError("disk full")
-
-    monkeypatch.setattr("os.replace", interrupted)
-    with pytest.raises(OSError, match="disk full"):
-        write_json(path, {"bleu": 2.0})
-    assert json.loads(path.read_text()) == {"bleu": 1.0}
-    assert [p.name for p in path.parent.iterdir()] == ["m.json"]

@@ -15,9 +15,9 @@ from nmtbench.config import load_params
 
 def _prepare(args, params):
     from nmtbench.data.prepare import prepare
+    from nmtbench.data.sources import mirror_from_env
 
-    mirror = os.environ.get("NMTBENCH_DATA_MIRROR") or None
-    prepare(params.data, Path(mirror) if mirror else None)
+    prepare(params.data, mirror_from_env())
 
 
 def _tokenize(args, params):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import struct
-import tempfile
 import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -44,26 +43,6 @@ def make_wandb_logger(cfg: WandbConfig, name: str, save_dir: Path, config: dict,
     # whole process, leaking into every later run.
     return WandbLogger(name=name, save_dir=str(save_dir), project=cfg.project, group=cfg.group,
                        mode=mode, tags=list(tags), config=config)
-
-
-def write_text(path: Path, text: str) -> None:
-    """Write text so that readers (DVC, the next stage) see the old file or the new one, never half."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes the file private; outputs are not
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
-def write_json(path: Path, obj: Any) -> None:
-    """Atomically write obj as indented JSON (the format `dvc metrics show` reads)."""
-    write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
 def read_offline_run(run_dir: Path) -> dict:

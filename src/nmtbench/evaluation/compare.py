@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from nmtbench.tracking import write_json, write_text
+from nmtbench.files import write_json, write_text
 
 TRAIN_KEYS = ("params", "train_seconds", "train_tokens_per_s", "best_val_loss")
 SCORE_KEYS = ("bleu", "chrf", "bleu_signature", "chrf_signature")

@@ -10,7 +10,7 @@ from nmtbench.data.tokenizer import BOS, EOS, PAD, Tokenizer, load_tokenized
 from nmtbench.decoding.search import greedy, max_lengths
 from nmtbench.evaluation.scoring import score
 from nmtbench.models.interface import Seq2Seq
-from nmtbench.tracking import write_json
+from nmtbench.files import write_json
 from nmtbench.training.train import load_model, read_vocab
 
 

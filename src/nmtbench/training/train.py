@@ -15,7 +15,8 @@ from nmtbench.config import Params
 from nmtbench.data.batching import TranslationData
 from nmtbench.data.tokenizer import PAD
 from nmtbench.models.registry import model_config
-from nmtbench.tracking import make_wandb_logger, write_json
+from nmtbench.files import write_json
+from nmtbench.tracking import make_wandb_logger
 from nmtbench.training.module import TranslationModule
 
 

@@ -1,0 +1,106 @@
+"""The tokenize stage: one joint sentencepiece model, trained on train only, and the splits encoded with it.
+
+Detokenization is lossless: no normalization, whitespace kept as is, and byte fallback for characters never
+seen in train, so decode(encode(text)) == text for every string and BLEU is scored on the exact references.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import sentencepiece as spm
+from datasets import Dataset, DatasetDict, Features, List, Value, load_from_disk
+
+from nmtbench.config import Params, TokenizeConfig
+from nmtbench.data.prepare import load_prepared
+from nmtbench.files import atomic_dir, write_json
+from nmtbench.data.sources import DataError
+
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+SEED = 0  # fixed rather than train.seed, so changing the training seed keeps the vocabulary
+FEATURES = Features({"src": Value("string"), "tgt": Value("string"),
+                     "src_ids": List(Value("int32")), "tgt_ids": List(Value("int32"))})
+
+
+class Tokenizer:
+    """A trained sentencepiece model; ids carry no bos/eos, which the model side adds."""
+
+    def __init__(self, path: Path):
+        path = Path(path)
+        model = path / "spm.model" if path.is_dir() else path
+        if not model.is_file():
+            raise DataError(f"no sentencepiece model at {model}; run the tokenize stage first: dvc repro tokenize")
+        proto = model.read_bytes()
+        self.sha256 = hashlib.sha256(proto).hexdigest()
+        self.sp = spm.SentencePieceProcessor(model_proto=proto)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.sp.get_piece_size()
+
+    def encode(self, text: str) -> list[int]:
+        return self.sp.encode(text)
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return self.sp.encode(texts)
+
+    def decode(self, ids: Iterable[int]) -> str:
+        # pad, bos and eos are control pieces, which sentencepiece decodes to nothing.
+        return self.sp.decode([int(i) for i in ids])
+
+
+def train_sentencepiece(sentences: list[str], cfg: TokenizeConfig) -> bytes:
+    """The serialized model, turning sentencepiece's cryptic vocabulary-size errors into DataErrors."""
+    spm.set_random_generator_seed(SEED)
+    model = io.BytesIO()  # not model_prefix, which would record the temp folder's name in the model
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences), model_writer=model,
+            model_type=cfg.model_type, vocab_size=cfg.vocab_size, character_coverage=cfg.character_coverage,
+            pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS,
+            normalization_rule_name="identity", remove_extra_whitespaces=False, byte_fallback=True,
+            input_sentence_size=0, shuffle_input_sentence=False,  # all sentences, in order: reproducible
+            num_threads=2, minloglevel=2)
+    except RuntimeError as e:
+        if m := re.search(r"smaller than required_chars\. (\d+) vs (\d+)", str(e)):
+            raise DataError(f"tokenize.vocab_size: {m[1]} cannot hold the 4 special tokens, 256 fallback bytes and "
+                            f"the characters of train; raise tokenize.vocab_size to at least {m[2]}") from e
+        if m := re.search(r"Vocabulary size too high \((\d+)\).*<= (\d+)", str(e)):
+            raise DataError(f"tokenize.vocab_size: {m[1]} is more pieces than the train split yields; "
+                            f"lower tokenize.vocab_size to at most {m[2]}") from e
+        raise
+    return model.getvalue()
+
+
+def encode_split(tokenizer: Tokenizer, data: Dataset) -> Dataset:
+    src, tgt = list(data["src"]), list(data["tgt"])
+    return Dataset.from_dict({"src": src, "tgt": tgt, "src_ids": tokenizer.encode_batch(src),
+                              "tgt_ids": tokenizer.encode_batch(tgt)}, features=FEATURES)
+
+
+def tokenize(params: Params | TokenizeConfig, prepared_dir: Path = Path("data/prepared"),
+             out_dir: Path = Path("data/tokenized")) -> Tokenizer:
+    """Run the tokenize stage: out_dir gets spm.model, spm.vocab, vocab.json and the encoded dataset/."""
+    cfg = params.tokenize if isinstance(params, Params) else params
+    prepared = load_prepared(prepared_dir)
+    with atomic_dir(out_dir) as tmp:
+        model = train_sentencepiece([*prepared["train"]["src"], *prepared["train"]["tgt"]], cfg)
+        (tmp / "spm.model").write_bytes(model)
+        tokenizer = Tokenizer(tmp / "spm.model")
+        # spm.vocab is for people reading the vocabulary: one "piece<TAB>score" per id, as sentencepiece writes it.
+        (tmp / "spm.vocab").write_text("".join(f"{tokenizer.sp.id_to_piece(i)}\t{tokenizer.sp.get_score(i):g}\n"
+                                               for i in range(tokenizer.vocab_size)))
+        encoded = DatasetDict({split: encode_split(tokenizer, data) for split, data in prepared.items()})
+        encoded.save_to_disk(str(tmp / "dataset"))
+        write_json(tmp / "vocab.json", {"size": tokenizer.vocab_size, "pad": PAD, "unk": UNK, "bos": BOS,
+                                        "eos": EOS, "sha256": tokenizer.sha256})
+    return Tokenizer(out_dir)
+
+
+def load_tokenized(tokenized_dir: Path = Path("data/tokenized")) -> DatasetDict:
+    if not (Path(tokenized_dir) / "dataset" / "dataset_dict.json").is_file():
+        raise DataError(f"no tokenized dataset in {tokenized_dir}; run the tokenize stage first: dvc repro tokenize")
+    return load_from_disk(str(Path(tokenized_dir) / "dataset"))

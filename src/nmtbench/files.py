@@ -1,0 +1,52 @@
+"""Atomic writers: a reader (DVC, the next stage, a user) sees the old output or the new one, never half."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write text so that readers (DVC, the next stage) see the old file or the new one, never half."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes the file private; outputs are not
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Atomically write obj as indented JSON (the format `dvc metrics show` reads)."""
+    write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+@contextlib.contextmanager
+def atomic_dir(final: Path) -> Iterator[Path]:
+    """Yield a temp folder beside final that replaces final only if the block succeeds; else it is removed.
+
+    Readers thus see the old complete output or the new complete output, never a half-written one.
+    """
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    tmp.chmod(0o755)  # mkdtemp makes it private; the output is not
+    try:
+        yield tmp
+        old = tmp.with_name(tmp.name + ".old")
+        if final.exists():
+            final.rename(old)  # rename cannot replace a non-empty folder, so move the old one aside first
+        tmp.rename(final)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,136 @@
+import gzip
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from nmtbench.config import DataConfig, TokenizeConfig, parse_params
+from nmtbench.data.prepare import prepare
+from nmtbench.data.sources import DataError
+from nmtbench.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer, load_tokenized, tokenize
+
+TINY = TokenizeConfig(vocab_size=305)  # the tiny train split needs at least 301 pieces and yields at most 307
+
+
+@pytest.fixture
+def prepared(make_data_mirror, tmp_path):
+    mirror, checksums = make_data_mirror()
+    prepare(DataConfig(max_length=8), mirror, tmp_path / "prepared", tmp_path / "stats.json", tmp_path / "raw",
+            checksums)
+    return tmp_path / "prepared"
+
+
+@pytest.fixture
+def tokenized(prepared, tmp_path):
+    tokenize(TINY, prepared, tmp_path / "tokenized")
+    return tmp_path / "tokenized"
+
+
+@pytest.mark.parametrize("model_type", ["bpe", "unigram"])
+@pytest.mark.parametrize("text", [
+    "A dog runs.",
+    "Two  cats sleep. ",                         # double and trailing spaces survive
+    "  leading spaces",
+    "Grüße „quoted“ 漢字",
+    "Ωmega, ünseen 🐕 characters\tand a tab",  # none of these are in train: byte fallback
+    "",
+])
+def test_round_trip_is_exact(prepared, tmp_path, model_type, text):
+    tokenizer = tokenize(TokenizeConfig(model_type=model_type, vocab_size=305), prepared, tmp_path / "tokenized")
+    ids = tokenizer.encode(text)
+    assert UNK not in ids
+    assert tokenizer.decode(ids) == text
+    assert tokenizer.decode([BOS, *ids, EOS, PAD, PAD]) == text  # specials decode to nothing
+
+
+def test_special_ids_are_fixed(tokenized):
+    tokenizer = Tokenizer(tokenized)
+    assert (PAD, UNK, BOS, EOS) == (0, 1, 2, 3)
+    assert [tokenizer.sp.id_to_piece(i) for i in range(4)] == ["<pad>", "<unk>", "<s>", "</s>"]
+
+
+def test_output_layout(tokenized):
+    assert sorted(p.name for p in tokenized.iterdir()) == ["dataset", "spm.model", "spm.vocab", "vocab.json"]
+    assert sorted(p.name for p in tokenized.parent.iterdir()) == ["mirror", "prepared", "stats.json", "tokenized"]
+    sha256 = hashlib.sha256((tokenized / "spm.model").read_bytes()).hexdigest()
+    assert json.loads((tokenized / "vocab.json").read_text()) == {
+        "size": 305, "pad": 0, "unk": 1, "bos": 2, "eos": 3, "sha256": sha256}
+    vocab = (tokenized / "spm.vocab").read_text().splitlines()
+    assert len(vocab) == 305
+    assert vocab[:5] == ["<pad>\t0", "<unk>\t0", "<s>\t0", "</s>\t0", "<0x00>\t0"]
+    tokenizer = Tokenizer(tokenized / "spm.model")
+    assert (tokenizer.vocab_size, tokenizer.sha256) == (305, sha256)
+
+
+def test_dataset_holds_text_and_ids_without_bos_eos(tokenized):
+    tokenizer = Tokenizer(tokenized)
+    dataset = load_tokenized(tokenized)
+    assert list(dataset) == ["train", "val", "test_2016_flickr", "test_2017_flickr"]
+    for split in dataset.values():
+        assert split.column_names == ["src", "tgt", "src_ids", "tgt_ids"]
+        for row in split:
+            for side in ("src", "tgt"):
+                assert row[f"{side}_ids"] == tokenizer.encode(row[side])
+                assert tokenizer.decode(row[f"{side}_ids"]) == row[side]
+                assert not {BOS, EOS, PAD} & set(row[f"{side}_ids"])
+    assert dataset["train"]["src"] == ["A dog runs.", "Two  cats sleep. ", "a b c", "Grüße „quoted“ 漢字"]
+
+
+def test_training_is_reproducible(prepared, tmp_path):
+    params = parse_params({"tokenize": {"vocab_size": 305}, "models": {"tiny": {}}})
+    first = tokenize(params, prepared, tmp_path / "a").sha256
+    assert tokenize(params, prepared, tmp_path / "b").sha256 == first
+    assert (tmp_path / "a" / "spm.vocab").read_bytes() == (tmp_path / "b" / "spm.vocab").read_bytes()
+
+
+@pytest.mark.parametrize("vocab_size, message", [
+    (280, "tokenize.vocab_size: 280 cannot hold the 4 special tokens, 256 fallback bytes and the characters of "
+          "train; raise tokenize.vocab_size to at least 301"),
+    (5000, "tokenize.vocab_size: 5000 is more pieces than the train split yields; "
+           "lower tokenize.vocab_size to at most 443"),
+])
+def test_bad_vocab_size_says_which_value_to_use(prepared, tmp_path, vocab_size, message):
+    out = tmp_path / "tokenized"
+    out.mkdir()
+    (out / "old-output").write_text("kept")
+    with pytest.raises(DataError) as e:
+        tokenize(TokenizeConfig(vocab_size=vocab_size), prepared, out)
+    assert str(e.value) == message
+    assert [p.name for p in out.iterdir()] == ["old-output"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp folder left behind
+
+
+def test_missing_prepared_says_which_stage_to_run(tmp_path):
+    with pytest.raises(DataError, match=r"run the prepare stage first: dvc repro prepare$"):
+        tokenize(TINY, tmp_path / "prepared", tmp_path / "tokenized")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_model_says_which_stage_to_run(tmp_path):
+    with pytest.raises(DataError, match=r"run the tokenize stage first: dvc repro tokenize$"):
+        Tokenizer(tmp_path)
+    with pytest.raises(DataError, match=r"run the tokenize stage first: dvc repro tokenize$"):
+        load_tokenized(tmp_path)
+
+
+@pytest.mark.slow
+def test_real_val_split_round_trips_exactly(tmp_path):
+    """The issue's acceptance check: every val sentence of the real en-de data survives encode -> decode."""
+    if not os.environ.get("NMTBENCH_DATA_MIRROR"):
+        pytest.skip("set NMTBENCH_DATA_MIRROR to a folder holding the Multi30k raw files")
+    mirror = Path(os.environ["NMTBENCH_DATA_MIRROR"])
+    stats = prepare(DataConfig(src_lang="en", tgt_lang="de"), mirror, tmp_path / "prepared", tmp_path / "stats.json",
+                    tmp_path / "raw")
+    assert stats["splits"]["train"]["lines"] == 29000
+    tokenizer = tokenize(TokenizeConfig(vocab_size=8000), tmp_path / "prepared", tmp_path / "tokenized")
+    assert tokenizer.vocab_size == 8000
+    val = load_tokenized(tmp_path / "tokenized")["val"]
+    for side, lang in (("src", "en"), ("tgt", "de")):
+        with gzip.open(mirror / f"val.{lang}.gz") as f:
+            original = [line.decode("utf-8").removesuffix("\n") for line in f]
+        assert len(original) == 1014
+        assert val[side] == original
+        assert [tokenizer.decode(ids) for ids in val[f"{side}_ids"]] == original
+        assert all(UNK not in ids for ids in val[f"{side}_ids"])
