@@ -12,7 +12,7 @@ def raw():
 def test_default_params_load():
     params = load_params("params.yaml")
     assert params.data.pair == "en-de"
-    assert set(params.models) >= {"lstm_attention", "transformer"}
+    assert set(params.models) >= {"lstm_attention_additive", "transformer", "decoder_only", "cnn"}
 
 
 @pytest.mark.parametrize("override, message", [
@@ -32,7 +32,7 @@ def test_bad_params_name_the_key_and_the_fix(override, message):
 
 
 def test_unknown_model_lists_the_defined_ones():
-    with pytest.raises(ConfigError, match="unknown model 'gpt'; params.yaml defines: lstm_attention, transformer"):
+    with pytest.raises(ConfigError, match="unknown model 'gpt'; params.yaml defines: rnn, gru, lstm, "):
         load_params("params.yaml").model_block("gpt")
 
 

@@ -12,12 +12,19 @@ RNN = {"family": "rnn", "embed_dim": 12, "hidden_dim": 16, "dropout": 0.0}
 TRANSFORMER = {"family": "transformer", "d_model": 16, "heads": 2, "layers": 2, "d_ff": 32, "dropout": 0.0}
 VARIANTS = {
     **{f"{cell}_{attention}": {**RNN, "cell": cell, "attention": attention}
-       for cell in ("rnn", "gru", "lstm") for attention in ("none", "dot", "general", "additive")},
+       for cell in ("rnn", "gru", "lstm") for attention in ("none", "dot", "general", "reduced_rank", "additive")},
     "lstm_uni_no_feeding": {**RNN, "bidirectional": False, "input_feeding": False, "layers": 2},
     "gru_additive_2layers": {**RNN, "cell": "gru", "layers": 2},
     "transformer_post": TRANSFORMER,
     "transformer_pre": {**TRANSFORMER, "norm": "pre"},
     "transformer_learned": {**TRANSFORMER, "positions": "learned", "max_positions": 32},
+    "transformer_relative": {**TRANSFORMER, "positions": "relative", "relative_clip": 3},
+    "decoder_only": {**TRANSFORMER, "family": "decoder_only"},
+    "decoder_only_prefix_learned": {**TRANSFORMER, "family": "decoder_only", "prefix_attention": True,
+                                    "positions": "learned", "norm": "post"},
+    "cnn": {"family": "cnn", "embed_dim": 12, "channels": 16, "kernel": 3, "dropout": 0.0},
+    "cnn_wide_kernel": {"family": "cnn", "embed_dim": 12, "channels": 16, "kernel": 5, "encoder_layers": 3,
+                        "decoder_layers": 1, "dropout": 0.0},
 }
 ATTENTIVE = [name for name, block in VARIANTS.items() if block.get("attention", "dot") != "none"]
 
@@ -78,9 +85,9 @@ def test_attention_is_a_distribution_over_real_source_tokens(name):
     model = make(name)
     src, mask, tgt = batch()
     _, attention = step_by_step(model, src, mask, tgt)
-    for weights in attention:  # (B, S) per step
+    for weights in attention:  # (B, S), or (B, S + t) for a decoder-only stream over source and target
         assert torch.allclose(weights.sum(-1), torch.ones(3), atol=1e-5)
-        assert (weights[~mask] == 0).all()
+        assert (weights[:, : mask.size(1)][~mask] == 0).all()
 
 
 @pytest.mark.parametrize("name", VARIANTS)
@@ -92,7 +99,8 @@ def test_every_parameter_gets_a_gradient(name):
     assert missing == []
 
 
-@pytest.mark.parametrize("name", ["lstm_additive", "gru_dot", "rnn_general", "transformer_post", "transformer_pre"])
+@pytest.mark.parametrize("name", ["lstm_additive", "gru_dot", "rnn_general", "transformer_post", "transformer_pre",
+                                  "transformer_relative", "decoder_only", "cnn"])
 def test_tiny_model_memorises_ten_pairs(name):
     g = torch.Generator().manual_seed(3)
     src = torch.randint(4, V, (10, 5), generator=g)
@@ -124,10 +132,11 @@ def test_bidirectional_encoder_sees_the_future_and_unidirectional_does_not():
 
 
 @pytest.mark.parametrize("block, message", [
-    ({"family": "lstm"}, "models.bad.family: 'lstm' is not valid; choose one of rnn, transformer"),
+    ({"family": "lstm"}, "models.bad.family: 'lstm' is not valid; choose one of rnn, transformer, decoder_only, cnn"),
     ({"family": "rnn", "cell": "elman"}, "models.bad.cell: 'elman' is not valid; choose one of rnn, gru, lstm"),
-    ({"family": "rnn", "attention": "luong"}, "choose one of none, dot, general, additive"),
-    ({"family": "transformer", "positions": "rotary"}, "choose one of sinusoidal, learned"),
+    ({"family": "rnn", "attention": "luong"}, "choose one of none, dot, general, reduced_rank, additive"),
+    ({"family": "transformer", "positions": "rotary"}, "choose one of sinusoidal, learned, relative"),
+    ({"family": "cnn", "kernel": 4}, "models.bad.kernel: must be odd"),
     ({"family": "transformer", "d_model": 10, "heads": 4}, "d_model (10) must be divisible by heads (4)"),
     ({"family": "rnn", "hidden": 5}, "unknown key(s) hidden"),
     ({"family": "rnn", "layers": "two"}, "models.bad.layers: expected int, got 'two'"),
@@ -136,3 +145,17 @@ def test_bad_model_blocks_are_refused_with_the_valid_choices(block, message):
     with pytest.raises(ConfigError) as error:
         build_model("bad", block, V, PAD)
     assert message in str(error.value)
+
+
+def test_relative_attention_logits_depend_only_on_distance():
+    from nmtbench.models.transformer import RelativePositions
+
+    torch.manual_seed(0)
+    relative = RelativePositions(d_head=4, clip=3)
+    q = torch.randn(2, 2, 5, 4)  # (B, h, T, d/h)
+    at_start = relative(q, torch.arange(5), torch.arange(5))
+    shifted = relative(q, torch.arange(40, 45), torch.arange(40, 45))
+    assert torch.equal(at_start, shifted)
+    far = relative(q, torch.arange(5), torch.arange(5) + 10)  # every distance beyond the clip
+    assert torch.allclose(far, far[..., :1].expand_as(far))
+

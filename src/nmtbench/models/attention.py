@@ -1,4 +1,5 @@
-"""Encoder-decoder attention for the recurrent family: dot and general (Luong), additive (Bahdanau).
+"""Encoder-decoder attention for the recurrent family: dot and general (Luong), reduced-rank general
+(W = U^T V), additive (Bahdanau).
 
 Each scorer splits its work in two: `keys(encoder_outputs)` runs once per source sentence (and is cached
 in the decoder state), `scores(query, keys)` runs once per target step. That split is what makes
@@ -9,11 +10,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-ATTENTION_KINDS = ("none", "dot", "general", "additive")
+ATTENTION_KINDS = ("none", "dot", "general", "reduced_rank", "additive")
 
 
 class DotScorer(nn.Module):
-    def __init__(self, query_dim: int, key_dim: int):
+    def __init__(self, query_dim: int, key_dim: int, rank: int):
         super().__init__()
         if query_dim != key_dim:
             raise ValueError(f"dot attention needs equal query and key sizes, got {query_dim} and {key_dim}")
@@ -26,7 +27,7 @@ class DotScorer(nn.Module):
 
 
 class GeneralScorer(DotScorer):
-    def __init__(self, query_dim: int, key_dim: int):
+    def __init__(self, query_dim: int, key_dim: int, rank: int):
         nn.Module.__init__(self)
         self.proj = nn.Linear(key_dim, query_dim, bias=False)  # W in q^T W k
 
@@ -34,8 +35,23 @@ class GeneralScorer(DotScorer):
         return self.proj(enc)  # (B, S, Hq)
 
 
+class ReducedRankScorer(DotScorer):
+    """q^T U^T V k: the general score with W restricted to rank r, i.e. 2 r H parameters instead of H^2."""
+
+    def __init__(self, query_dim: int, key_dim: int, rank: int):
+        nn.Module.__init__(self)
+        self.u = nn.Linear(query_dim, rank, bias=False)
+        self.v = nn.Linear(key_dim, rank, bias=False)
+
+    def keys(self, enc: torch.Tensor) -> torch.Tensor:
+        return self.v(enc)  # (B, S, r)
+
+    def scores(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        return self.u(query) @ keys.transpose(1, 2)  # (B, T, r) x (B, r, S) -> (B, T, S)
+
+
 class AdditiveScorer(nn.Module):
-    def __init__(self, query_dim: int, key_dim: int):
+    def __init__(self, query_dim: int, key_dim: int, rank: int):
         super().__init__()
         self.key_proj = nn.Linear(key_dim, key_dim, bias=False)
         self.query_proj = nn.Linear(query_dim, key_dim, bias=False)
@@ -49,7 +65,7 @@ class AdditiveScorer(nn.Module):
         return self.energy(torch.tanh(q + keys.unsqueeze(1))).squeeze(-1)  # (B, T, S)
 
 
-SCORERS = {"dot": DotScorer, "general": GeneralScorer, "additive": AdditiveScorer}
+SCORERS = {"dot": DotScorer, "general": GeneralScorer, "reduced_rank": ReducedRankScorer, "additive": AdditiveScorer}
 
 
 def attend(scores: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

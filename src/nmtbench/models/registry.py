@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from nmtbench.config import ConfigError, choice, from_dict
+from nmtbench.models.cnn import ConvConfig, ConvSeq2Seq
+from nmtbench.models.decoder_only import DecoderOnlyConfig, DecoderOnlySeq2Seq
 from nmtbench.models.interface import Seq2Seq
 from nmtbench.models.rnn import RNNConfig, RNNSeq2Seq
 from nmtbench.models.transformer import TransformerConfig, TransformerSeq2Seq
@@ -9,6 +11,8 @@ from nmtbench.models.transformer import TransformerConfig, TransformerSeq2Seq
 FAMILIES = {
     "rnn": (RNNConfig, RNNSeq2Seq),
     "transformer": (TransformerConfig, TransformerSeq2Seq),
+    "decoder_only": (DecoderOnlyConfig, DecoderOnlySeq2Seq),
+    "cnn": (ConvConfig, ConvSeq2Seq),
 }
 
 

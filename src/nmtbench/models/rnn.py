@@ -28,6 +28,7 @@ class RNNConfig:
     embed_dim: int = 256
     hidden_dim: int = 256  # decoder size; a bidirectional encoder gives each direction half of it
     attention: str = "additive"
+    attention_rank: int = 64  # rank of W = U^T V for reduced_rank attention
     input_feeding: bool = True  # feed a_{t-1} into the decoder RNN (Luong); forces a step-by-step loop
     dropout: float = 0.2
 
@@ -36,8 +37,8 @@ class RNNConfig:
         choice(f"{where}.attention", self.attention, ATTENTION_KINDS)
         if self.bidirectional and self.hidden_dim % 2:
             raise ConfigError(f"{where}.hidden_dim: a bidirectional encoder needs an even size, got {self.hidden_dim}")
-        if self.layers < 1 or self.embed_dim < 1 or self.hidden_dim < 1:
-            raise ConfigError(f"{where}: layers, embed_dim and hidden_dim must be positive")
+        if min(self.layers, self.embed_dim, self.hidden_dim, self.attention_rank) < 1:
+            raise ConfigError(f"{where}: layers, embed_dim, hidden_dim and attention_rank must be positive")
         if not 0 <= self.dropout < 1:
             raise ConfigError(f"{where}.dropout: must be in [0, 1), got {self.dropout}")
 
@@ -57,7 +58,7 @@ class RNNSeq2Seq(Seq2Seq):
         self.decoder = rnn(cfg.embed_dim + feed, cfg.hidden_dim, cfg.layers, batch_first=True, dropout=between_layers)
         attended = cfg.hidden_dim
         if cfg.attention != "none":
-            self.scorer = SCORERS[cfg.attention](cfg.hidden_dim, cfg.hidden_dim)
+            self.scorer = SCORERS[cfg.attention](cfg.hidden_dim, cfg.hidden_dim, cfg.attention_rank)
             attended += cfg.hidden_dim
         self.pre_output = nn.Linear(attended, cfg.embed_dim)
         self.output = nn.Linear(cfg.embed_dim, vocab_size, bias=False)

@@ -1,6 +1,7 @@
-"""Transformer encoder-decoder (Vaswani et al. 2017), post-norm as in the paper or pre-norm.
+"""Transformer encoder-decoder (Vaswani et al. 2017), post-norm as in the paper or pre-norm, with
+sinusoidal, learned or relative (Shaw et al. 2018) positions.
 
-Everything for the family's forward pass is in this file. Incremental decoding caches, per decoder
+Everything for the family's forward pass is in this file; the decoder-only model reuses its layers. Incremental decoding caches, per decoder
 layer, the self-attention keys and values of the target prefix and the cross-attention keys and values
 of the source, so a step costs O(t d) attention work instead of re-running the prefix.
 """
@@ -17,7 +18,7 @@ from nmtbench.config import ConfigError, choice
 from nmtbench.models.interface import DecoderState, Seq2Seq
 
 NORMS = ("post", "pre")
-POSITIONS = ("sinusoidal", "learned")
+POSITIONS = ("sinusoidal", "learned", "relative")
 
 
 @dataclass
@@ -30,30 +31,49 @@ class TransformerConfig:
     d_ff: int = 1024
     dropout: float = 0.1
     max_positions: int = 512  # size of the learned position table; sinusoids have no limit
+    relative_clip: int = 16  # relative positions: distances beyond +-clip share one embedding
 
     def validate(self, where: str) -> None:
         choice(f"{where}.norm", self.norm, NORMS)
         choice(f"{where}.positions", self.positions, POSITIONS)
         if self.d_model % self.heads:
             raise ConfigError(f"{where}: d_model ({self.d_model}) must be divisible by heads ({self.heads})")
-        if min(self.d_model, self.heads, self.layers, self.d_ff, self.max_positions) < 1:
-            raise ConfigError(f"{where}: d_model, heads, layers, d_ff and max_positions must be positive")
+        if min(self.d_model, self.heads, self.layers, self.d_ff, self.max_positions, self.relative_clip) < 1:
+            raise ConfigError(f"{where}: d_model, heads, layers, d_ff, max_positions and relative_clip must be positive")
         if not 0 <= self.dropout < 1:
             raise ConfigError(f"{where}.dropout: must be in [0, 1), got {self.dropout}")
 
 
 def sinusoids(positions: torch.Tensor, d: int) -> torch.Tensor:
-    """positions (T,) -> (T, d) sine/cosine encodings of Vaswani et al."""
+    """positions (...) -> (..., d) sine/cosine encodings of Vaswani et al."""
     freqs = torch.exp(torch.arange(0, d, 2, device=positions.device) * (-math.log(10000.0) / d))
-    angles = positions.float().unsqueeze(1) * freqs  # (T, d/2)
-    return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)  # interleaved (T, d)
+    angles = positions.float().unsqueeze(-1) * freqs  # (..., d/2)
+    return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)  # interleaved (..., d)
+
+
+class RelativePositions(nn.Module):
+    """Shaw et al. 2018: a learned vector a_(j-i) per clipped distance, so logit_ij += q_i . a_(j-i).
+
+    The logits then depend on how far apart two tokens are, never on where they stand.
+    """
+
+    def __init__(self, d_head: int, clip: int):
+        super().__init__()
+        self.clip = clip
+        self.table = nn.Embedding(2 * clip + 1, d_head)
+
+    def forward(self, q: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+        """q (B, h, T, d/h), positions (T,) and (S,) -> logit bias (B, h, T, S), scaled like q.k."""
+        distance = (k_pos[None, :] - q_pos[:, None]).clamp(-self.clip, self.clip) + self.clip  # (T, S)
+        return torch.einsum("bhtd,tsd->bhts", q, self.table(distance)) / math.sqrt(q.size(-1))
 
 
 class MultiHeadAttention(nn.Module):
-    def __init__(self, d: int, heads: int, dropout: float):
+    def __init__(self, d: int, heads: int, dropout: float, relative_clip: int = 0):
         super().__init__()
         self.heads, self.dropout = heads, dropout
         self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+        self.relative = RelativePositions(d // heads, relative_clip) if relative_clip else None
 
     def split(self, x: torch.Tensor) -> torch.Tensor:
         B, T, d = x.shape
@@ -62,12 +82,20 @@ class MultiHeadAttention(nn.Module):
     def project_kv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.split(self.k(x)), self.split(self.v(x))
 
-    def forward(self, x, k, v, mask, need_weights: bool = False):
-        """x (B, T, d) attends to k, v (B, h, S, d/h) where mask (B, 1, T|1, S) is True."""
+    def forward(self, x, k, v, mask, need_weights: bool = False, positions=None):
+        """x (B, T, d) attends to k, v (B, h, S, d/h) where mask (B, 1, T|1, S) is True.
+
+        positions: (query positions (T,), key positions (S,)) for relative attention.
+        """
         q = self.split(self.q(x))
+        if self.relative is not None:  # the bias joins the mask: -inf where masked, q.a elsewhere
+            bias = self.relative(q, *positions)
+            mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
         if need_weights:  # the fused kernel does not return weights; compute them explicitly
             scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.size(-1))
-            weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)  # (B, h, T, S)
+            if mask is not None:
+                scores = scores + mask if mask.is_floating_point() else scores.masked_fill(~mask, float("-inf"))
+            weights = torch.softmax(scores, dim=-1)  # (B, h, T, S)
             out = weights @ v
         else:
             weights = None
@@ -97,31 +125,26 @@ class Sublayer(nn.Module):
         return self.norm(x + self.dropout(out)), extra
 
 
-class EncoderLayer(nn.Module):
-    def __init__(self, cfg: TransformerConfig):
+class Layer(nn.Module):
+    """Self-attention, then (in an encoder-decoder's decoder) attention to the source, then feed-forward."""
+
+    def __init__(self, cfg: TransformerConfig, cross: bool):
         super().__init__()
         pre = cfg.norm == "pre"
-        self.attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.dropout)
+        clip = cfg.relative_clip if cfg.positions == "relative" else 0
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.dropout, clip)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.dropout) if cross else None
         self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
-        self.sub_attn, self.sub_ff = (Sublayer(cfg.d_model, pre, cfg.dropout) for _ in range(2))
+        self.sub_self, self.sub_ff = Sublayer(cfg.d_model, pre, cfg.dropout), Sublayer(cfg.d_model, pre, cfg.dropout)
+        self.sub_cross = Sublayer(cfg.d_model, pre, cfg.dropout) if cross else None
 
-    def forward(self, x, mask):
-        x, _ = self.sub_attn(x, lambda y: self.attn(y, *self.attn.project_kv(y), mask))
-        x, _ = self.sub_ff(x, lambda y: (self.ff(y), None))
-        return x
+    def forward(self, x, self_mask, self_kv=None, positions=None, cross_kv=None, cross_mask=None,
+                need_weights=False):
+        """x (B, T, d) -> (x, (k, v) of the self-attention, weights).
 
-
-class DecoderLayer(nn.Module):
-    def __init__(self, cfg: TransformerConfig):
-        super().__init__()
-        pre = cfg.norm == "pre"
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.dropout)
-        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.dropout)
-        self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
-        self.sub_self, self.sub_cross, self.sub_ff = (Sublayer(cfg.d_model, pre, cfg.dropout) for _ in range(3))
-
-    def forward(self, x, self_kv, self_mask, cross_kv, cross_mask, need_weights=False):
-        """self_kv: None (teacher forcing: keys from x) or the cached prefix (k, v), extended here."""
+        self_kv: None (keys from x alone) or cached keys and values (B, h, P, d/h) that x's keys extend.
+        Weights are those of the attention to the source where there is one, else of the self-attention.
+        """
         new_kv = []
 
         def self_attention(y):
@@ -129,10 +152,11 @@ class DecoderLayer(nn.Module):
             if self_kv is not None:
                 k, v = torch.cat([self_kv[0], k], dim=2), torch.cat([self_kv[1], v], dim=2)
             new_kv.append((k, v))
-            return self.self_attn(y, k, v, self_mask)
+            return self.self_attn(y, k, v, self_mask, need_weights and self.cross_attn is None, positions)
 
-        x, _ = self.sub_self(x, self_attention)
-        x, weights = self.sub_cross(x, lambda y: self.cross_attn(y, *cross_kv, cross_mask, need_weights))
+        x, weights = self.sub_self(x, self_attention)
+        if self.cross_attn is not None:
+            x, weights = self.sub_cross(x, lambda y: self.cross_attn(y, *cross_kv, cross_mask, need_weights))
         x, _ = self.sub_ff(x, lambda y: (self.ff(y), None))
         return x, new_kv[0], weights
 
@@ -145,8 +169,8 @@ class TransformerSeq2Seq(Seq2Seq):
         if cfg.positions == "learned":
             self.position_table = nn.Embedding(cfg.max_positions, cfg.d_model)
         self.dropout = nn.Dropout(cfg.dropout)
-        self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.layers))
-        self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.layers))
+        self.encoder_layers = nn.ModuleList(Layer(cfg, cross=False) for _ in range(cfg.layers))
+        self.decoder_layers = nn.ModuleList(Layer(cfg, cross=True) for _ in range(cfg.layers))
         # pre-norm leaves the residual stream unnormalised, so it ends each stack with a norm
         final_norm = (lambda: nn.LayerNorm(cfg.d_model)) if cfg.norm == "pre" else nn.Identity
         self.encoder_norm, self.decoder_norm = final_norm(), final_norm()
@@ -154,32 +178,34 @@ class TransformerSeq2Seq(Seq2Seq):
         self.output.weight = self.embed.weight
         nn.init.normal_(self.embed.weight, std=cfg.d_model ** -0.5)
 
-    def _embed(self, tokens: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        """tokens (B, T) at positions offset..offset+T-1 -> (B, T, d)."""
-        positions = torch.arange(offset, offset + tokens.size(1), device=tokens.device)
+    def _embed(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """tokens (B, T) at positions (T,) or (B, T) -> (B, T, d); relative positions add nothing here."""
+        x = self.embed(tokens) * math.sqrt(self.cfg.d_model)
         if self.cfg.positions == "learned":
-            if positions[-1] >= self.cfg.max_positions:
-                raise ValueError(f"sequence of {positions[-1] + 1} tokens exceeds max_positions "
+            if positions.max() >= self.cfg.max_positions:
+                raise ValueError(f"sequence of {positions.max() + 1} tokens exceeds max_positions "
                                  f"{self.cfg.max_positions}; raise max_positions in the model block")
-            pos = self.position_table(positions)
-        else:
-            pos = sinusoids(positions, self.cfg.d_model)
-        return self.dropout(self.embed(tokens) * math.sqrt(self.cfg.d_model) + pos)
+            x = x + self.position_table(positions)
+        elif self.cfg.positions == "sinusoidal":
+            x = x + sinusoids(positions, self.cfg.d_model)
+        return self.dropout(x)
 
     def encode(self, src, src_mask):
-        x = self._embed(src)  # (B, S, d)
+        positions = torch.arange(src.size(1), device=src.device)
+        x = self._embed(src, positions)  # (B, S, d)
         mask = src_mask[:, None, None, :]  # (B, 1, 1, S)
         for layer in self.encoder_layers:
-            x = layer(x, mask)
+            x, _, _ = layer(x, mask, positions=(positions, positions))
         return self.encoder_norm(x)
 
     def teacher_forced(self, memory, src_mask, tgt_in):
-        T = tgt_in.size(1)
-        x = self._embed(tgt_in)  # (B, T, d)
-        causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()[None, None]  # (1, 1, T, T)
+        positions = torch.arange(tgt_in.size(1), device=tgt_in.device)
+        x = self._embed(tgt_in, positions)  # (B, T, d)
+        causal = positions[None, :] <= positions[:, None]  # (T, T): query t sees keys up to t
         cross_mask = src_mask[:, None, None, :]
         for layer in self.decoder_layers:
-            x, _, _ = layer(x, None, causal, layer.cross_attn.project_kv(memory), cross_mask)
+            x, _, _ = layer(x, causal, positions=(positions, positions),
+                            cross_kv=layer.cross_attn.project_kv(memory), cross_mask=cross_mask)
         return self.output(self.decoder_norm(x))  # (B, T, V)
 
     def init_state(self, memory, src_mask):
@@ -190,11 +216,14 @@ class TransformerSeq2Seq(Seq2Seq):
 
     def decode_step(self, state, y_prev):
         s = state.tensors
-        x = self._embed(y_prev.unsqueeze(1), offset=state.step)  # (B, 1, d)
+        step = torch.tensor([state.step], device=y_prev.device)
+        x = self._embed(y_prev.unsqueeze(1), step)  # (B, 1, d)
         cross_mask = s["mask"][:, None, None, :]
+        positions = (step, torch.arange(state.step + 1, device=y_prev.device))
         tensors, last = {"mask": s["mask"]}, len(self.decoder_layers) - 1
         for i, layer in enumerate(self.decoder_layers):
-            x, kv, weights = layer(x, s.get(f"self{i}"), None, s[f"cross{i}"], cross_mask, need_weights=i == last)
+            x, kv, weights = layer(x, None, s.get(f"self{i}"), positions, s[f"cross{i}"], cross_mask,
+                                   need_weights=i == last)
             tensors[f"self{i}"], tensors[f"cross{i}"] = kv, s[f"cross{i}"]
         logits = self.output(self.decoder_norm(x[:, 0]))  # (B, V)
         attention = weights.mean(dim=1)[:, 0]  # heads averaged, (B, S)

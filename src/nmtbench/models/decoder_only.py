@@ -1,0 +1,120 @@
+"""Decoder-only Transformer for translation: source, separator, target in one causal stream.
+
+The source is the prompt: `encode` runs it through the stack once and keeps every layer's keys and
+values, and the target continues the same stream, so the model has one stack where the
+encoder-decoder has two (about half the parameters at the same depth). The target's bos token is the
+separator. With `prefix_attention` the source positions see the whole source (a prefix LM);
+without it the whole stream is causal. Source padding is masked and skipped by the position count,
+so the target of a short sentence starts right after its last real source token.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from nmtbench.config import ConfigError, choice
+from nmtbench.models.interface import DecoderState, Seq2Seq
+from nmtbench.models.transformer import NORMS, Layer, TransformerConfig, sinusoids
+
+POSITIONS = ("sinusoidal", "learned")
+
+
+@dataclass
+class DecoderOnlyConfig:
+    norm: str = "pre"
+    positions: str = "sinusoidal"
+    d_model: int = 256
+    heads: int = 4
+    layers: int = 6
+    d_ff: int = 1024
+    dropout: float = 0.1
+    max_positions: int = 512  # learned table size, covering source + target
+    prefix_attention: bool = False
+
+    def validate(self, where: str) -> None:
+        choice(f"{where}.norm", self.norm, NORMS)
+        choice(f"{where}.positions", self.positions, POSITIONS)
+        if self.d_model % self.heads:
+            raise ConfigError(f"{where}: d_model ({self.d_model}) must be divisible by heads ({self.heads})")
+        if min(self.d_model, self.heads, self.layers, self.d_ff, self.max_positions) < 1:
+            raise ConfigError(f"{where}: d_model, heads, layers, d_ff and max_positions must be positive")
+        if not 0 <= self.dropout < 1:
+            raise ConfigError(f"{where}.dropout: must be in [0, 1), got {self.dropout}")
+
+
+class DecoderOnlySeq2Seq(Seq2Seq):
+    SOURCE, TARGET = 0, 1  # segment ids: which language a position holds
+
+    def __init__(self, cfg: DecoderOnlyConfig, vocab_size: int, pad_id: int):
+        super().__init__()
+        self.cfg, self.pad_id = cfg, pad_id
+        layer_cfg = TransformerConfig(norm=cfg.norm, positions=cfg.positions, d_model=cfg.d_model, heads=cfg.heads,
+                                      layers=cfg.layers, d_ff=cfg.d_ff, dropout=cfg.dropout)
+        self.embed = nn.Embedding(vocab_size, cfg.d_model, padding_idx=pad_id)
+        self.segment = nn.Embedding(2, cfg.d_model)
+        if cfg.positions == "learned":
+            self.position_table = nn.Embedding(cfg.max_positions, cfg.d_model)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.layers = nn.ModuleList(Layer(layer_cfg, cross=False) for _ in range(cfg.layers))
+        self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
+        self.output = nn.Linear(cfg.d_model, vocab_size, bias=False)
+        self.output.weight = self.embed.weight
+        nn.init.normal_(self.embed.weight, std=cfg.d_model ** -0.5)
+
+    def _embed(self, tokens, positions, segment: int):
+        """tokens (B, T) at positions (B, T) -> (B, T, d)."""
+        x = self.embed(tokens) * math.sqrt(self.cfg.d_model) + self.segment.weight[segment]
+        if self.cfg.positions == "learned":
+            if positions.max() >= self.cfg.max_positions:
+                raise ValueError(f"stream of {positions.max() + 1} tokens exceeds max_positions "
+                                 f"{self.cfg.max_positions}; raise max_positions in the model block")
+            x = x + self.position_table(positions)
+        else:
+            x = x + sinusoids(positions, self.cfg.d_model)
+        return self.dropout(x)
+
+    def encode(self, src, src_mask):
+        """Run the source prompt; memory holds each layer's keys and values (B, h, S, d/h)."""
+        positions = (src_mask.cumsum(1) - 1).clamp(min=0)  # (B, S); padding never advances the count
+        S = src.size(1)
+        order = torch.arange(S, device=src.device)
+        visible = torch.ones(S, S, dtype=torch.bool, device=src.device) if self.cfg.prefix_attention \
+            else order[None, :] <= order[:, None]
+        mask = visible[None, None] & src_mask[:, None, None, :]  # (B, 1, S, S)
+        x, cache = self._embed(src, positions, self.SOURCE), []
+        for layer in self.layers:
+            x, kv, _ = layer(x, mask)
+            cache.append(kv)
+        return {"kv": cache, "length": src_mask.sum(1)}  # length (B,): where the target starts
+
+    def _continue(self, memory_kv, length, src_mask, tokens, start: int, need_weights=False):
+        """Target tokens (B, T) at target steps start.. -> hidden (B, T, d), new keys/values, weights."""
+        T = tokens.size(1)
+        steps = torch.arange(start, start + T, device=tokens.device)
+        x = self._embed(tokens, length[:, None] + steps[None, :], self.TARGET)
+        causal = torch.arange(start + T, device=tokens.device)[None, :] <= steps[:, None]  # (T, start + T)
+        mask = torch.cat([src_mask[:, None, :].expand(-1, T, -1), causal[None].expand(len(tokens), -1, -1)], dim=2)
+        mask = mask[:, None]  # (B, 1, T, S + start + T)
+        cache, weights = [], None
+        for i, layer in enumerate(self.layers):
+            x, kv, weights = layer(x, mask, memory_kv[i], need_weights=need_weights and i == len(self.layers) - 1)
+            cache.append(kv)
+        return self.norm(x), cache, weights
+
+    def teacher_forced(self, memory, src_mask, tgt_in):
+        x, _, _ = self._continue(memory["kv"], memory["length"], src_mask, tgt_in, 0)
+        return self.output(x)  # (B, T, V)
+
+    def init_state(self, memory, src_mask):
+        return DecoderState({"kv": tuple(memory["kv"]), "length": memory["length"], "mask": src_mask})
+
+    def decode_step(self, state, y_prev):
+        s = state.tensors
+        x, cache, weights = self._continue(s["kv"], s["length"], s["mask"], y_prev[:, None], state.step,
+                                           need_weights=True)
+        # the new cache holds source + prefix; the source part of the mask stays as it was
+        state = DecoderState({**s, "kv": tuple(cache)}, state.step + 1, weights.mean(dim=1)[:, 0])
+        return torch.log_softmax(self.output(x[:, 0]).float(), dim=-1), state
