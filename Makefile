@@ -12,10 +12,10 @@ export WANDB_SILENT ?= true
 SMOKE_DIR ?= runs/smoke
 
 .DEFAULT_GOAL := help
-.PHONY: help setup repro smoke test test-fast clean-smoke
+.PHONY: help setup repro smoke test test-fast bench-decode clean-smoke
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,9 @@ test: $(VENV)/.installed ## every test, the end-to-end smoke pipeline included
 
 test-fast: $(VENV)/.installed ## unit tests only (skips tests marked slow)
 	python -m pytest -m "not slow"
+
+bench-decode: $(VENV)/.installed ## decoding speed of every trained model at beam 1 and 5 (after make repro)
+	python benchmarks/decode_speed.py
 
 clean-smoke: ## delete the smoke workspace
 	rm -rf $(SMOKE_DIR)

@@ -2,36 +2,13 @@
 import pytest
 import torch
 
+from conftest import BOS, EOS, PAD, RNN, TINY_VARIANTS, V, make_tiny_model
+
 from nmtbench.config import ConfigError
 from nmtbench.decoding.search import greedy
 from nmtbench.models.registry import build_model
 
-V, PAD, BOS, EOS = 20, 0, 2, 3
-
-RNN = {"family": "rnn", "embed_dim": 12, "hidden_dim": 16, "dropout": 0.0}
-TRANSFORMER = {"family": "transformer", "d_model": 16, "heads": 2, "layers": 2, "d_ff": 32, "dropout": 0.0}
-VARIANTS = {
-    **{f"{cell}_{attention}": {**RNN, "cell": cell, "attention": attention}
-       for cell in ("rnn", "gru", "lstm") for attention in ("none", "dot", "general", "reduced_rank", "additive")},
-    "lstm_uni_no_feeding": {**RNN, "bidirectional": False, "input_feeding": False, "layers": 2},
-    "gru_additive_2layers": {**RNN, "cell": "gru", "layers": 2},
-    "transformer_post": TRANSFORMER,
-    "transformer_pre": {**TRANSFORMER, "norm": "pre"},
-    "transformer_learned": {**TRANSFORMER, "positions": "learned", "max_positions": 32},
-    "transformer_relative": {**TRANSFORMER, "positions": "relative", "relative_clip": 3},
-    "decoder_only": {**TRANSFORMER, "family": "decoder_only"},
-    "decoder_only_prefix_learned": {**TRANSFORMER, "family": "decoder_only", "prefix_attention": True,
-                                    "positions": "learned", "norm": "post"},
-    "cnn": {"family": "cnn", "embed_dim": 12, "channels": 16, "kernel": 3, "dropout": 0.0},
-    "cnn_wide_kernel": {"family": "cnn", "embed_dim": 12, "channels": 16, "kernel": 5, "encoder_layers": 3,
-                        "decoder_layers": 1, "dropout": 0.0},
-}
-ATTENTIVE = [name for name, block in VARIANTS.items() if block.get("attention", "dot") != "none"]
-
-
-def make(name, seed=0):
-    torch.manual_seed(seed)
-    return build_model(name, VARIANTS[name], V, PAD).eval()
+ATTENTIVE = [name for name, block in TINY_VARIANTS.items() if block.get("attention", "dot") != "none"]
 
 
 def batch(seed=1):
@@ -52,18 +29,18 @@ def step_by_step(model, src, mask, tgt):
     return torch.stack(out, 1), attention
 
 
-@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("name", TINY_VARIANTS)
 def test_decode_step_equals_teacher_forcing(name):
-    model = make(name)
+    model = make_tiny_model(name)
     src, mask, tgt = batch()
     forced = model(src, mask, tgt).log_softmax(-1)
     stepped, _ = step_by_step(model, src, mask, tgt)
     assert torch.allclose(stepped, forced, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("name", TINY_VARIANTS)
 def test_causality(name):
-    model = make(name)
+    model = make_tiny_model(name)
     src, mask, tgt = batch()
     changed = tgt.clone()
     changed[:, 3:] = (changed[:, 3:] + 1) % V
@@ -72,9 +49,9 @@ def test_causality(name):
     assert not torch.allclose(a[:, 3:], b[:, 3:])
 
 
-@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("name", TINY_VARIANTS)
 def test_extra_source_padding_changes_nothing(name):
-    model = make(name)
+    model = make_tiny_model(name)
     src, mask, tgt = batch()
     padded = torch.cat([src, torch.full((3, 4), PAD)], dim=1)
     assert torch.allclose(model(src, mask, tgt), model(padded, padded != PAD, tgt), atol=1e-5)
@@ -82,7 +59,7 @@ def test_extra_source_padding_changes_nothing(name):
 
 @pytest.mark.parametrize("name", ATTENTIVE)
 def test_attention_is_a_distribution_over_real_source_tokens(name):
-    model = make(name)
+    model = make_tiny_model(name)
     src, mask, tgt = batch()
     _, attention = step_by_step(model, src, mask, tgt)
     for weights in attention:  # (B, S), or (B, S + t) for a decoder-only stream over source and target
@@ -90,9 +67,9 @@ def test_attention_is_a_distribution_over_real_source_tokens(name):
         assert (weights[:, : mask.size(1)][~mask] == 0).all()
 
 
-@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("name", TINY_VARIANTS)
 def test_every_parameter_gets_a_gradient(name):
-    model = make(name).train()
+    model = make_tiny_model(name).train()
     src, mask, tgt = batch()
     model(src, mask, tgt).logsumexp(-1).sum().backward()
     missing = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
@@ -108,7 +85,7 @@ def test_tiny_model_memorises_ten_pairs(name):
     mask = src != PAD
     tgt_in = torch.cat([torch.full((10, 1), BOS), tgt], 1)
     tgt_out = torch.cat([tgt, torch.full((10, 1), EOS)], 1)
-    model = make(name).train()
+    model = make_tiny_model(name).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     for _ in range(300):
         optimizer.zero_grad()

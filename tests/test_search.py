@@ -1,25 +1,33 @@
+import itertools
+
+import pytest
 import torch
+from conftest import BOS, EOS, PAD, TINY_VARIANTS, make_tiny_model
 
-from nmtbench.decoding.search import greedy, max_lengths
+from nmtbench.decoding.search import _banned_ngram_tokens, beam_search, greedy, length_penalty, max_lengths
 from nmtbench.models.registry import build_model
-
-V, PAD, BOS, EOS = 20, 0, 2, 3
-MODELS = {
-    "rnn": {"family": "rnn", "embed_dim": 8, "hidden_dim": 8, "dropout": 0.0},
-    "transformer": {"family": "transformer", "d_model": 8, "heads": 2, "layers": 1, "d_ff": 16, "dropout": 0.0},
-}
 
 
 def sources():
     g = torch.Generator().manual_seed(5)
-    rows = [torch.randint(4, V, (n,), generator=g).tolist() for n in (3, 7, 1, 5, 6)]
-    return rows
+    return [torch.randint(4, 20, (n,), generator=g).tolist() for n in (3, 7, 1, 5, 6)]
 
 
-def padded(rows):
-    width = max(map(len, rows))
+def padded(rows, extra=0):
+    width = max(map(len, rows)) + extra
     src = torch.tensor([r + [PAD] * (width - len(r)) for r in rows])
     return src, src != PAD
+
+
+@torch.no_grad()
+def sequence_log_prob(model, row, tokens, ended):
+    """Teacher-forced log-probability of tokens (+ eos when ended) given the source row."""
+    src, mask = padded([row])
+    target = tokens + [EOS] if ended else tokens
+    if not target:
+        return 0.0
+    log_probs = model(src, mask, torch.tensor([[BOS] + target[:-1]])).log_softmax(-1)[0]  # (T, V)
+    return float(log_probs.gather(1, torch.tensor(target)[:, None]).sum())
 
 
 def test_max_lengths_is_a_times_source_length_plus_b():
@@ -27,10 +35,98 @@ def test_max_lengths_is_a_times_source_length_plus_b():
     assert max_lengths(mask, 1.5, 2).tolist() == [6, 3]
 
 
+def test_length_penalties():
+    assert length_penalty("none", 1.0, 7) == 1.0
+    assert length_penalty("normalize", 0.5, 9) == 3.0
+    assert length_penalty("gnmt", 1.0, 7) == 2.0
+    assert length_penalty("gnmt", 0.0, 7) == 1.0
+
+
+def test_banned_ngram_tokens():
+    assert _banned_ngram_tokens([5, 6, 7, 5, 6], 3) == {7}
+    assert _banned_ngram_tokens([5, 6, 5, 8, 5], 2) == {6, 8}
+    assert _banned_ngram_tokens([5, 6], 3) == set()
+    assert _banned_ngram_tokens([5, 6, 5], 1) == {5, 6}
+
+
+@pytest.mark.parametrize("name", TINY_VARIANTS)
+def test_beam_of_one_is_greedy(name):
+    model = make_tiny_model(name)
+    src, mask = padded(sources())
+    budget = max_lengths(mask, 2.0, 3)
+    beams = beam_search(model, src, mask, BOS, EOS, budget, beam=1, penalty="gnmt", alpha=1.0)
+    assert [h[0].tokens for h in beams] == greedy(model, src, mask, BOS, EOS, budget)
+
+
+@pytest.mark.parametrize("name", TINY_VARIANTS)
+def test_beam_output_is_independent_of_batch_and_padding(name):
+    model = make_tiny_model(name)
+    rows = sources()
+    src, mask = padded(rows)
+    together = beam_search(model, src, mask, BOS, EOS, max_lengths(mask, 2.0, 3), beam=4, nbest=2)
+    for row, expected in zip(rows, together):
+        alone, alone_mask = padded([row], extra=3)
+        (got,) = beam_search(model, alone, alone_mask, BOS, EOS, max_lengths(alone_mask, 2.0, 3), beam=4, nbest=2)
+        assert [h.tokens for h in got] == [h.tokens for h in expected]
+        assert [h.score for h in got] == pytest.approx([h.score for h in expected], abs=1e-5)
+
+
+@pytest.mark.parametrize("name", TINY_VARIANTS)
+@pytest.mark.parametrize("penalty, alpha", [("none", 0.0), ("normalize", 1.0), ("gnmt", 0.6)])
+def test_scores_are_the_teacher_forced_log_probability_over_the_penalty(name, penalty, alpha):
+    model = make_tiny_model(name)
+    rows = sources()[:3]
+    src, mask = padded(rows)
+    results = beam_search(model, src, mask, BOS, EOS, max_lengths(mask, 2.0, 3), beam=3, nbest=3,
+                          penalty=penalty, alpha=alpha)
+    for row, hyps in zip(rows, results):
+        assert len(hyps) == 3 and [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
+        for h in hyps:
+            log_prob = sequence_log_prob(model, row, h.tokens, h.ended)
+            assert h.log_prob == pytest.approx(log_prob, abs=1e-4)
+            assert h.score == pytest.approx(log_prob / length_penalty(penalty, alpha, len(h.tokens) + h.ended), abs=1e-4)
+
+
+@pytest.mark.parametrize("name", ["lstm_additive", "transformer_post", "decoder_only", "cnn"])
+def test_a_wide_beam_finds_the_exhaustive_best(name):
+    vocab, budget = 6, 3  # every output of at most 3 tokens: 1 + 5 + 25 + 125 ended ones and 125 cut off
+    torch.manual_seed(1)
+    model = build_model(name, TINY_VARIANTS[name], vocab, PAD).eval()
+    row = [4, 5, 4]
+    src, mask = padded([row])
+    candidates = []
+    others = [t for t in range(vocab) if t != EOS]
+    for length in range(budget + 1):
+        for tokens in itertools.product(others, repeat=length):
+            candidates.append((sequence_log_prob(model, row, list(tokens), True), list(tokens)))
+            if length == budget:
+                candidates.append((sequence_log_prob(model, row, list(tokens), False), list(tokens)))
+    best_log_prob, best_tokens = max(candidates)
+    (found,) = beam_search(model, src, mask, BOS, EOS, torch.tensor([budget]), beam=vocab ** budget, penalty="none")
+    assert found[0].tokens == best_tokens
+    assert found[0].log_prob == pytest.approx(best_log_prob, abs=1e-4)
+
+
+def test_min_length_and_ngram_blocking_hold():
+    model = make_tiny_model("transformer_post")
+    src, mask = padded(sources())
+    for hyps in beam_search(model, src, mask, BOS, EOS, max_lengths(mask, 3.0, 6), beam=3, min_len=4, no_repeat_ngram=2):
+        tokens = hyps[0].tokens
+        assert len(tokens) >= 4
+        bigrams = list(zip(tokens, tokens[1:]))
+        assert len(bigrams) == len(set(bigrams))
+
+
+def test_nbest_above_beam_is_refused():
+    model = make_tiny_model("transformer_post")
+    src, mask = padded(sources())
+    with pytest.raises(ValueError, match=r"nbest \(3\) cannot exceed the beam size \(2\)"):
+        beam_search(model, src, mask, BOS, EOS, max_lengths(mask, 1.0, 1), beam=2, nbest=3)
+
+
 def test_greedy_output_of_a_sentence_is_independent_of_its_batch():
-    for name, block in MODELS.items():
-        torch.manual_seed(0)
-        model = build_model(name, block, V, PAD).eval()
+    for name in ("lstm_additive", "transformer_post"):
+        model = make_tiny_model(name)
         rows = sources()
         src, mask = padded(rows)
         together = greedy(model, src, mask, BOS, EOS, max_lengths(mask, 2.0, 3))
@@ -41,8 +137,7 @@ def test_greedy_output_of_a_sentence_is_independent_of_its_batch():
 
 
 def test_greedy_takes_the_argmax_at_every_step():
-    torch.manual_seed(0)
-    model = build_model("t", MODELS["transformer"], V, PAD).eval()
+    model = make_tiny_model("transformer_post")
     src, mask = padded([sources()[1]])
     (hyp,) = greedy(model, src, mask, BOS, EOS, torch.tensor([6]))
     state = model.init_state(model.encode(src, mask), mask)

@@ -10,42 +10,70 @@ import os
 import sys
 from pathlib import Path
 
-from nmtbench.config import load_params
+from nmtbench.config import DecodeConfig, load_params
 
 
-def _prepare(args, params):
+def _prepare(args):
     from nmtbench.data.prepare import prepare
     from nmtbench.data.sources import mirror_from_env
 
-    prepare(params.data, mirror_from_env())
+    prepare(load_params(args.params).data, mirror_from_env())
 
 
-def _tokenize(args, params):
+def _tokenize(args):
     from nmtbench.data.tokenizer import tokenize
 
-    tokenize(params.tokenize)
+    tokenize(load_params(args.params).tokenize)
 
 
-def _train(args, params):
+def _train(args):
     from nmtbench.training.train import train
 
-    print(train(params, args.model))
+    print(train(load_params(args.params), args.model))
 
 
-def _evaluate(args, params):
+def _evaluate(args):
     from nmtbench.evaluation.evaluate import evaluate
 
-    print(evaluate(params, args.model))
+    print(evaluate(load_params(args.params), args.model))
 
 
-def _compare(args, params):
+def _compare(args):
     from nmtbench.evaluation.compare import compare
 
-    compare(list(params.models))
+    compare(list(load_params(args.params).models))
     print(Path("results/comparison.md").read_text())
 
 
-def _workspace(args, params):
+def _beam_sweep(args):
+    from nmtbench.evaluation.beam_sweep import beam_sweep
+
+    beam_sweep(load_params(args.params))
+    print(Path("results/beam_sweep.md").read_text())
+
+
+def _translate(args):
+    import dataclasses
+
+    from tqdm import tqdm
+
+    from nmtbench.decoding.translator import Translator
+
+    overrides = {key: value for key, value in (("beam", args.beam), ("alpha", args.alpha)) if value is not None}
+    defaults = load_params(args.params).evaluate if Path(args.params).is_file() else DecodeConfig()
+    cfg = dataclasses.replace(defaults, **overrides)
+    translator = Translator.from_model_dir(Path(args.model_dir), cfg)
+    from_file = args.input != "-"
+    with (open(args.input, encoding="utf-8") if from_file else sys.stdin) as source:
+        sentences = [line.rstrip("\n") for line in source]
+    with tqdm(total=len(sentences), unit="sent", file=sys.stderr, disable=not from_file) as progress:
+        found = translator.translate(sentences, args.nbest, args.batch_tokens, progress)
+    for i, hyps in enumerate(found):
+        for text, score in hyps:
+            print(text if args.nbest == 1 else f"{i} ||| {text} ||| {score:.4f}")
+
+
+def _workspace(args):
     from nmtbench.workspace import make_workspace
 
     print(make_workspace(Path(args.params).parent, Path(args.target), Path(args.profile)))
@@ -63,6 +91,15 @@ def main(argv: list[str] | None = None) -> int:
         command.add_argument("model", help="a model name from the models block of params.yaml")
         command.set_defaults(run=run)
     commands.add_parser("compare", help="the side-by-side table of every model").set_defaults(run=_compare)
+    commands.add_parser("beam-sweep", help="BLEU and speed of one model over beam sizes and alphas").set_defaults(run=_beam_sweep)
+    translate = commands.add_parser("translate", help="translate a file or standard input with a trained model")
+    translate.add_argument("model_dir", help="a trained model folder, e.g. models/transformer")
+    translate.add_argument("input", nargs="?", default="-", help="one sentence per line (default: standard input)")
+    translate.add_argument("--beam", type=int, help="beam size (default: evaluate.beam of params.yaml)")
+    translate.add_argument("--alpha", type=float, help="length penalty strength (default: evaluate.alpha)")
+    translate.add_argument("--nbest", type=int, default=1, help="print the n best as 'line ||| text ||| score'")
+    translate.add_argument("--batch-tokens", type=int, help="at most this many padded source tokens per batch")
+    translate.set_defaults(run=_translate)
     workspace = commands.add_parser("workspace", help="a separate DVC workspace running params.yaml + a profile")
     workspace.add_argument("target", help="folder to create or refresh")
     workspace.add_argument("--profile", required=True, help="overrides file, e.g. profiles/smoke.yaml")
@@ -70,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     try:
-        args.run(args, load_params(args.params))
+        args.run(args)
     except (ValueError, FileNotFoundError) as error:
         if os.environ.get("NMTBENCH_DEBUG"):
             raise

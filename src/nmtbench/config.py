@@ -128,15 +128,43 @@ class TrainConfig:
 
 
 @dataclass
-class EvaluateConfig:
+class DecodeConfig:
+    beam: int = 5
+    alpha: float = 1.0
+    length_penalty: str = "gnmt"
+    min_len: int = 0
+    no_repeat_ngram: int = 0
     batch_size: int = 64
     max_len_a: float = 1.5
     max_len_b: int = 10
 
     def __post_init__(self):
+        positive("evaluate.beam", self.beam)
+        positive("evaluate.alpha", self.alpha, allow_zero=True)
+        choice("evaluate.length_penalty", self.length_penalty, ("none", "normalize", "gnmt"))
+        positive("evaluate.min_len", self.min_len, allow_zero=True)
+        positive("evaluate.no_repeat_ngram", self.no_repeat_ngram, allow_zero=True)
         positive("evaluate.batch_size", self.batch_size)
         positive("evaluate.max_len_a", self.max_len_a, allow_zero=True)
         positive("evaluate.max_len_b", self.max_len_b, allow_zero=True)
+
+
+@dataclass
+class BeamSweepConfig:
+    model: str | None = None  # a name from models; the stage refuses to run without one
+    split: str = "test_2016_flickr"
+    beams: list = field(default_factory=lambda: [1, 2, 4, 8, 12])
+    alphas: list = field(default_factory=lambda: [0.0, 1.0])
+    max_sentences: int | None = None
+
+    def __post_init__(self):
+        choice("beam_sweep.split", self.split, SPLITS[1:])
+        if not self.beams or not all(isinstance(b, int) and b > 0 for b in self.beams):
+            raise ConfigError(f"beam_sweep.beams: expected a list of positive integers, got {self.beams!r}")
+        if not self.alphas or not all(isinstance(a, (int, float)) and a >= 0 for a in self.alphas):
+            raise ConfigError(f"beam_sweep.alphas: expected a list of numbers >= 0, got {self.alphas!r}")
+        if self.max_sentences is not None:
+            positive("beam_sweep.max_sentences", self.max_sentences)
 
 
 @dataclass
@@ -154,7 +182,8 @@ class Params:
     data: DataConfig
     tokenize: TokenizeConfig
     train: TrainConfig
-    evaluate: EvaluateConfig
+    evaluate: DecodeConfig
+    beam_sweep: BeamSweepConfig
     wandb: WandbConfig
     models: dict  # name -> raw block; models.registry validates and builds each
 
@@ -168,7 +197,7 @@ class Params:
 
 def parse_params(raw: dict) -> Params:
     sections = {"data": DataConfig, "tokenize": TokenizeConfig, "train": TrainConfig,
-                "evaluate": EvaluateConfig, "wandb": WandbConfig}
+                "evaluate": DecodeConfig, "beam_sweep": BeamSweepConfig, "wandb": WandbConfig}
     unknown = sorted(set(raw) - set(sections) - {"models"})
     if unknown:
         raise ConfigError(f"params: unknown block(s) {', '.join(unknown)}; valid blocks are "
@@ -177,6 +206,9 @@ def parse_params(raw: dict) -> Params:
     models = raw.get("models") or {}
     if not isinstance(models, dict) or not models:
         raise ConfigError("models: define at least one model block, e.g. models.transformer")
+    if built["beam_sweep"].model not in (None, *models):
+        raise ConfigError(f"beam_sweep.model: {built['beam_sweep'].model!r} is not a model of params.yaml; "
+                          f"choose one of {', '.join(models)}")
     return Params(**built, models=models)
 
 

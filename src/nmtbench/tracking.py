@@ -45,6 +45,19 @@ def make_wandb_logger(cfg: WandbConfig, name: str, save_dir: Path, config: dict,
                        mode=mode, tags=list(tags), config=config)
 
 
+def finish_run(logger, summary: dict) -> None:
+    """Record the final figures in the run summary and close the run.
+
+    `finish` returns before the offline `.wandb` file is complete; `teardown` waits for it, so a
+    reader in the same process (a test, a later stage) sees every record.
+    """
+    import wandb
+
+    logger.experiment.summary.update(summary)
+    logger.experiment.finish()
+    wandb.teardown()
+
+
 def read_offline_run(run_dir: Path) -> dict:
     """Read an offline W&B run folder into {"config": {...}, "history": [row, ...], "summary": {...}}.
 

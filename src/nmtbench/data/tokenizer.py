@@ -34,6 +34,7 @@ class Tokenizer:
         if not model.is_file():
             raise DataError(f"no sentencepiece model at {model}; run the tokenize stage first: dvc repro tokenize")
         proto = model.read_bytes()
+        self.path = model
         self.sha256 = hashlib.sha256(proto).hexdigest()
         self.sp = spm.SentencePieceProcessor(model_proto=proto)
 

@@ -1,6 +1,8 @@
 """Search written once against the Seq2Seq interface, so every model decodes the same way."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from nmtbench.models.interface import Seq2Seq
@@ -41,3 +43,101 @@ def greedy(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, bos: int, 
             alive, y, state = alive[running], y[running], state.reorder(running.nonzero().squeeze(1))
         step += 1
     return outputs
+
+
+PENALTIES = ("none", "normalize", "gnmt")
+
+
+def length_penalty(kind: str, alpha: float, length: int) -> float:
+    """Divisor of a hypothesis' log-probability: 1, length^alpha, or GNMT's ((5 + length) / 6)^alpha."""
+    if kind == "normalize":
+        return length ** alpha
+    if kind == "gnmt":
+        return ((5 + length) / 6) ** alpha
+    return 1.0
+
+
+@dataclass
+class Hypothesis:
+    tokens: list[int]  # without bos and eos
+    log_prob: float  # summed log-probability of the tokens, and of eos when ended
+    score: float  # log_prob / length penalty (length counts eos): what ranks the n best
+    ended: bool  # False: stopped by the length budget before eos
+
+
+def _banned_ngram_tokens(history: list[int], n: int) -> set[int]:
+    """Tokens that would repeat an n-gram already in history (history without bos)."""
+    if len(history) < n - 1 or n < 1:
+        return set()
+    prefix = tuple(history[len(history) - n + 1 :]) if n > 1 else ()
+    return {history[i + n - 1] for i in range(len(history) - n + 1) if tuple(history[i : i + n - 1]) == prefix}
+
+
+@torch.no_grad()
+def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, bos: int, eos: int,
+                max_len: torch.Tensor, beam: int = 5, nbest: int = 1, alpha: float = 1.0,
+                penalty: str = "gnmt", min_len: int = 0, no_repeat_ngram: int = 0) -> list[list[Hypothesis]]:
+    """Batched beam search; returns the nbest hypotheses of each sentence, best first.
+
+    Each step extends every live beam by every token and keeps, per sentence, the 2K best candidates:
+    an eos among the first K ends a hypothesis (set aside with its penalised score), the best K others
+    go on. A sentence leaves the batch once it has K ended hypotheses or reaches its length budget
+    (then its live beams count as hypotheses), so its output never depends on the rest of the batch.
+    With K = 1 this is greedy decoding exactly.
+    """
+    if nbest > beam:
+        raise ValueError(f"nbest ({nbest}) cannot exceed the beam size ({beam})")
+    B, K, device = src.size(0), beam, src.device
+    state = model.init_state(model.encode(src, src_mask), src_mask)
+    state = state.reorder(torch.arange(B, device=device).repeat_interleave(K))  # (B*K) rows
+    sentence = torch.arange(B, device=device)  # original index of each sentence still searching
+    scores = torch.full((B, K), float("-inf"), device=device)
+    scores[:, 0] = 0.0  # one live beam to start; the others fill from its candidates
+    tokens = torch.full((B * K, 1), bos, dtype=torch.long, device=device)  # histories, bos first
+    ended: list[list[Hypothesis]] = [[] for _ in range(B)]
+    step = 0
+
+    def keep_sentences(keep: torch.Tensor):
+        nonlocal sentence, scores, tokens, state
+        rows = (keep.nonzero().squeeze(1)[:, None] * K + torch.arange(K, device=device)).view(-1)
+        sentence, scores, tokens, state = sentence[keep], scores[keep], tokens[rows], state.reorder(rows)
+
+    while sentence.numel():
+        out_of_budget = max_len[sentence] <= step
+        for i in out_of_budget.nonzero().squeeze(1).tolist():
+            for k in range(K):
+                if scores[i, k] > float("-inf"):
+                    lp = float(scores[i, k])
+                    ended[sentence[i]].append(Hypothesis(tokens[i * K + k, 1:].tolist(), lp,
+                                                         lp / length_penalty(penalty, alpha, max(step, 1)), False))
+        if out_of_budget.any():
+            keep_sentences(~out_of_budget)
+            if not sentence.numel():
+                break
+        n = sentence.numel()
+        log_probs, state = model.decode_step(state, tokens[:, -1])  # (n*K, V)
+        V = log_probs.size(-1)
+        if step < min_len:
+            log_probs[:, eos] = float("-inf")
+        if no_repeat_ngram:
+            for row, history in enumerate(tokens[:, 1:].tolist()):
+                for token in _banned_ngram_tokens(history, no_repeat_ngram):
+                    log_probs[row, token] = float("-inf")
+        candidates = (scores.unsqueeze(-1) + log_probs.view(n, K, V)).view(n, K * V)
+        top_scores, top = candidates.topk(min(2 * K, K * V), dim=1)  # (n, 2K), best first
+        from_beam, token = top // V, top % V
+        is_eos = token == eos
+        ends = is_eos & (torch.arange(top.size(1), device=device) < K) & (top_scores > float("-inf"))
+        for i, j in ends.nonzero().tolist():
+            lp = float(top_scores[i, j])
+            history = tokens[i * K + from_beam[i, j], 1:].tolist()
+            ended[sentence[i]].append(Hypothesis(history, lp, lp / length_penalty(penalty, alpha, len(history) + 1), True))
+        scores, pick = top_scores.masked_fill(is_eos, float("-inf")).topk(K, dim=1)  # the K best that go on
+        rows = (torch.arange(n, device=device)[:, None] * K + from_beam.gather(1, pick)).view(-1)
+        tokens = torch.cat([tokens[rows], token.gather(1, pick).view(-1, 1)], dim=1)
+        state = state.reorder(rows)
+        step += 1
+        complete = torch.tensor([len(ended[s]) >= K for s in sentence.tolist()], device=device)
+        if complete.any():
+            keep_sentences(~complete)
+    return [sorted(hyps, key=lambda h: h.score, reverse=True)[:nbest] for hyps in ended]

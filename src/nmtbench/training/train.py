@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shutil
 import time
 from pathlib import Path
 
@@ -13,10 +14,10 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 
 from nmtbench.config import Params
 from nmtbench.data.batching import TranslationData
-from nmtbench.data.tokenizer import PAD
+from nmtbench.data.tokenizer import PAD, Tokenizer
 from nmtbench.models.registry import model_config
 from nmtbench.files import write_json
-from nmtbench.tracking import make_wandb_logger
+from nmtbench.tracking import finish_run, make_wandb_logger
 from nmtbench.training.module import TranslationModule
 
 
@@ -67,10 +68,11 @@ def train(params: Params, name: str, tokenized_dir: Path = Path("data/tokenized"
         "epochs": trainer.current_epoch,
         "target_tokens": module.target_tokens,
     }
+    for file in ("spm.model", "vocab.json"):  # the model folder alone is enough to translate
+        shutil.copyfile(Path(tokenized_dir) / file, Path(model_dir) / file)
     write_json(metrics_path, metrics)
     if logger:
-        logger.experiment.summary.update(metrics)
-        logger.experiment.finish()
+        finish_run(logger, metrics)
     return metrics
 
 
@@ -81,13 +83,17 @@ def read_vocab(tokenized_dir: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def load_model(checkpoint_path: Path, vocab: dict):
-    """Rebuild a trained model from its checkpoint, refusing one trained on another vocabulary."""
+def load_model(checkpoint_path: Path, tokenizer: Tokenizer):
+    """Rebuild a trained model from its checkpoint, refusing one trained with another tokenizer."""
     checkpoint_path = Path(checkpoint_path)
     if not checkpoint_path.is_file():
         raise CheckpointError(f"{checkpoint_path} is missing; train the model first (dvc repro train@<name>)")
-    module = TranslationModule.load_from_checkpoint(checkpoint_path, map_location="cpu")
-    if module.hparams.vocab_sha256 != vocab["sha256"]:
-        raise CheckpointError(f"{checkpoint_path} was trained with another vocabulary than data/tokenized; "
-                              f"retrain it (dvc repro train@{module.hparams.name}) or restore its tokenizer")
+    try:
+        module = TranslationModule.load_from_checkpoint(checkpoint_path, map_location="cpu")
+    except Exception as error:  # torch and Lightning raise many kinds for an unreadable file
+        raise CheckpointError(f"{checkpoint_path} is not a readable nmtbench checkpoint ({type(error).__name__}); "
+                              "retrain the model or restore the file") from error
+    if module.hparams.vocab_sha256 != tokenizer.sha256:
+        raise CheckpointError(f"{checkpoint_path} was trained with another vocabulary than {tokenizer.path}; "
+                              f"retrain it (dvc repro train@{module.hparams.name}) or use the tokenizer it was trained with")
     return module.model.eval()

@@ -1,0 +1,62 @@
+"""Text in, text out: batching, beam search and detokenization around a trained model.
+
+The one path from sentences to translations, used by the evaluate stage, the beam sweep, the
+speed benchmark and `nmtbench translate`.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from nmtbench.config import DecodeConfig
+from nmtbench.data.batching import pad
+from nmtbench.data.tokenizer import BOS, EOS, PAD, Tokenizer
+from nmtbench.decoding.search import Hypothesis, beam_search, max_lengths
+from nmtbench.models.interface import Seq2Seq
+
+
+def length_sorted_batches(lengths: list[int], max_sentences: int, max_tokens: int | None = None) -> Iterator[list[int]]:
+    """Indices in batches of similar length: at most max_sentences, and max_tokens padded source tokens."""
+    batch: list[int] = []
+    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+        if batch and (len(batch) == max_sentences or (max_tokens and (len(batch) + 1) * lengths[i] > max_tokens)):
+            yield batch
+            batch = []
+        batch.append(i)
+    if batch:
+        yield batch
+
+
+class Translator:
+    def __init__(self, model: Seq2Seq, tokenizer: Tokenizer, cfg: DecodeConfig):
+        self.model, self.tokenizer, self.cfg = model.eval(), tokenizer, cfg
+
+    @classmethod
+    def from_model_dir(cls, model_dir: Path, cfg: DecodeConfig) -> "Translator":
+        """A trained model folder (best.ckpt beside the tokenizer it was trained with)."""
+        from nmtbench.training.train import load_model
+
+        tokenizer = Tokenizer(model_dir)
+        return cls(load_model(Path(model_dir) / "best.ckpt", tokenizer), tokenizer, cfg)
+
+    def translate_ids(self, sources: list[list[int]], nbest: int = 1, max_tokens: int | None = None,
+                      progress=None) -> list[list[Hypothesis]]:
+        """Beam search over every source, in length-sorted batches; results in input order."""
+        cfg, results = self.cfg, [[] for _ in sources]
+        for rows in length_sorted_batches([len(s) for s in sources], cfg.batch_size, max_tokens):
+            src = pad([sources[i] for i in rows])  # (B, S)
+            mask = src != PAD
+            found = beam_search(self.model, src, mask, BOS, EOS, max_lengths(mask, cfg.max_len_a, cfg.max_len_b),
+                                beam=cfg.beam, nbest=nbest, alpha=cfg.alpha, penalty=cfg.length_penalty,
+                                min_len=cfg.min_len, no_repeat_ngram=cfg.no_repeat_ngram)
+            for i, hyps in zip(rows, found):
+                results[i] = hyps
+            if progress is not None:
+                progress.update(len(rows))
+        return results
+
+    def translate(self, sentences: list[str], nbest: int = 1, max_tokens: int | None = None,
+                  progress=None) -> list[list[tuple[str, float]]]:
+        """Detokenized nbest translations with their scores, per input sentence."""
+        found = self.translate_ids([self.tokenizer.encode(s) for s in sentences], nbest, max_tokens, progress)
+        return [[(self.tokenizer.decode(h.tokens), h.score) for h in hyps] for hyps in found]

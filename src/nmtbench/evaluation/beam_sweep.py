@@ -1,0 +1,72 @@
+"""Stage `beam_sweep`: BLEU and decoding speed of one model across beam sizes and length penalties."""
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+from nmtbench.config import ConfigError, Params
+from nmtbench.data.tokenizer import Tokenizer, load_tokenized
+from nmtbench.decoding.translator import Translator
+from nmtbench.evaluation.scoring import score
+from nmtbench.files import write_json, write_text
+from nmtbench.training.train import load_model
+
+
+def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out_dir: Path = Path("results")) -> dict:
+    cfg = params.beam_sweep
+    if cfg.model is None:
+        raise ConfigError(f"beam_sweep.model: not set; name one of {', '.join(params.models)}")
+    tokenizer = Tokenizer(tokenized_dir)
+    model = load_model(Path("models") / cfg.model / "best.ckpt", tokenizer)
+    split = load_tokenized(tokenized_dir)[cfg.split]
+    n = cfg.max_sentences or len(split)
+    sources, references = split["src_ids"][:n], split["tgt"][:n]
+    rows = []
+    for alpha in cfg.alphas:
+        for beam in cfg.beams:
+            decode = dataclasses.replace(params.evaluate, beam=beam, alpha=alpha)
+            started = time.perf_counter()
+            found = Translator(model, tokenizer, decode).translate_ids(sources)
+            seconds = time.perf_counter() - started
+            hypotheses = [tokenizer.decode(hyps[0].tokens) for hyps in found]
+            scores = score(hypotheses, references)
+            rows.append({"beam": beam, "alpha": alpha, "bleu": scores["bleu"], "chrf": scores["chrf"],
+                         "seconds": round(seconds, 2), "sentences_per_s": round(n / seconds, 1),
+                         "target_tokens_per_s": round(sum(len(h[0].tokens) + 1 for h in found) / seconds, 1)})
+    result = {"model": cfg.model, "split": cfg.split, "sentences": n,
+              "length_penalty": params.evaluate.length_penalty, "bleu_signature": scores["bleu_signature"],
+              "rows": rows}
+    write_json(out_dir / "beam_sweep.json", result)
+    write_text(out_dir / "beam_sweep.md", table(result))
+    plot(result, out_dir / "beam_sweep.png")
+    return result
+
+
+def table(result: dict) -> str:
+    lines = [f"# Beam sweep: {result['model']} on {result['split']} ({result['sentences']} sentences, "
+             f"{result['length_penalty']} length penalty)", "",
+             "| beam | alpha | BLEU | chrF | sentences/s | target tokens/s |", "|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r['beam']} | {r['alpha']:g} | {r['bleu']:.2f} | {r['chrf']:.2f} | {r['sentences_per_s']:,.1f} "
+              f"| {r['target_tokens_per_s']:,.0f} |" for r in result["rows"]]
+    return "\n".join(lines + ["", f"BLEU: `{result['bleu_signature']}`", ""])
+
+
+def plot(result: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed
+    import matplotlib.pyplot as plt
+
+    fig, (quality, speed) = plt.subplots(1, 2, figsize=(9, 3.5))
+    for alpha in dict.fromkeys(r["alpha"] for r in result["rows"]):
+        rows = [r for r in result["rows"] if r["alpha"] == alpha]
+        quality.plot([r["beam"] for r in rows], [r["bleu"] for r in rows], marker="o", label=f"alpha {alpha:g}")
+        speed.plot([r["beam"] for r in rows], [r["sentences_per_s"] for r in rows], marker="o", label=f"alpha {alpha:g}")
+    quality.set(xlabel="beam size", ylabel="BLEU", title=f"{result['model']}: quality")
+    speed.set(xlabel="beam size", ylabel="sentences / s", title="decoding speed")
+    quality.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,95 @@
+"""The train, evaluate, beam-sweep and translate commands on a tiny dataset, in a scratch project folder."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from nmtbench.config import DataConfig, TokenizeConfig, merge, parse_params
+from nmtbench.data.prepare import prepare
+from nmtbench.data.tokenizer import Tokenizer, tokenize
+from nmtbench.evaluation.beam_sweep import beam_sweep
+from nmtbench.evaluation.evaluate import evaluate
+from nmtbench.training.train import CheckpointError, load_model, train
+from nmtbench.tracking import read_offline_run
+
+TINY_PARAMS = {
+    "data": {"max_length": 8},
+    "tokenize": {"vocab_size": 305},
+    "train": {"batch_tokens": 64, "max_epochs": 2, "warmup_steps": 2, "max_time": None},
+    "evaluate": {"beam": 2, "max_len_a": 1.0, "max_len_b": 2},
+    "beam_sweep": {"model": "tiny", "beams": [1, 2], "alphas": [1.0]},
+    "wandb": {"group": "unit"},
+    "models": {"tiny": {"family": "transformer", "d_model": 16, "heads": 2, "layers": 1, "d_ff": 32}},
+}
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch, make_data_mirror):
+    """A scratch project folder holding params.yaml, data/prepared and data/tokenized of the tiny mirror."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    mirror, checksums = make_data_mirror()
+    with open(Path(__file__).parents[1] / "params.yaml") as f:
+        raw = merge(yaml.safe_load(f), TINY_PARAMS)
+    raw["models"] = TINY_PARAMS["models"]
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    params = parse_params(raw)
+    prepare(DataConfig(max_length=8), mirror, checksums=checksums)
+    tokenize(TokenizeConfig(vocab_size=305))
+    return params
+
+
+def test_train_writes_checkpoint_metrics_and_an_offline_wandb_run(project):
+    metrics = train(project, "tiny")
+    assert set(metrics) == {"params", "train_seconds", "train_tokens_per_s", "best_val_loss", "best_val_ppl",
+                            "steps", "epochs", "target_tokens"}
+    assert metrics["epochs"] == 2 and metrics["steps"] > 0
+    assert json.loads(open("metrics/tiny/train.json").read()) == metrics
+    assert sorted(p.name for p in Path("models/tiny").iterdir()) == ["best.ckpt", "spm.model", "vocab.json"]
+    (run,) = Path("wandb").glob("offline-run-*")
+    logged = read_offline_run(run)
+    assert logged["summary"]["best_val_loss"] == metrics["best_val_loss"]
+    assert min(r["val/loss"] for r in logged["history"] if "val/loss" in r) == pytest.approx(metrics["best_val_loss"], abs=1e-4)
+
+
+def test_evaluate_and_beam_sweep_score_every_sentence(project):
+    train(project, "tiny")
+    metrics = evaluate(project, "tiny")
+    for split in ("test_2016_flickr", "test_2017_flickr"):
+        lines = open(f"results/tiny/{split}.txt").read().splitlines()
+        assert len(lines) == metrics[split]["sentences"] > 0
+        assert {"bleu", "chrf", "bleu_signature", "chrf_signature"} <= set(metrics[split])
+        assert metrics[split]["beam"] == 2
+    sweep = beam_sweep(project)
+    assert [(r["beam"], r["alpha"]) for r in sweep["rows"]] == [(1, 1.0), (2, 1.0)]
+    assert open("results/beam_sweep.png", "rb").read(4) == b"\x89PNG"
+    assert "| 2 | 1 |" in open("results/beam_sweep.md").read()
+
+
+def test_a_checkpoint_from_another_vocabulary_is_refused(project, tmp_path):
+    train(project, "tiny")
+    other = tokenize(TokenizeConfig(vocab_size=304), out_dir=tmp_path / "other")
+    with pytest.raises(CheckpointError, match="was trained with another vocabulary than .*other/spm.model"):
+        load_model("models/tiny/best.ckpt", other)
+    with pytest.raises(CheckpointError, match="is missing; train the model first"):
+        load_model("models/absent/best.ckpt", Tokenizer("data/tokenized"))
+
+
+def test_translate_reads_a_file_or_standard_input(project, tmp_path):
+    train(project, "tiny")
+    (tmp_path / "in.txt").write_text("A dog runs.\nTwo birds fly.\n")
+    command = [sys.executable, "-m", "nmtbench", "translate", "models/tiny"]
+    from_file = subprocess.run([*command, "in.txt", "--beam", "3"], capture_output=True, text=True, check=True)
+    piped = subprocess.run([*command, "--beam", "3"], input="A dog runs.\nTwo birds fly.\n",
+                           capture_output=True, text=True, check=True)
+    assert from_file.stdout == piped.stdout and len(piped.stdout.splitlines()) == 2
+    assert "sent" in from_file.stderr and piped.stderr == ""  # a progress bar for files only
+    nbest = subprocess.run([*command, "--nbest", "2", "--beam", "3"], input="A dog runs.\n",
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    assert [line.split(" ||| ")[0] for line in nbest] == ["0", "0"]
+    missing = subprocess.run([*command[:-1], "models/absent"], capture_output=True, text=True)
+    assert missing.returncode == 2
+    assert missing.stderr.strip().startswith("nmtbench translate: error: no sentencepiece model at models/absent")
