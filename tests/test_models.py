@@ -114,6 +114,7 @@ def test_bidirectional_encoder_sees_the_future_and_unidirectional_does_not():
     ({"family": "rnn", "attention": "luong"}, "choose one of none, dot, general, reduced_rank, additive"),
     ({"family": "transformer", "positions": "rotary"}, "choose one of sinusoidal, learned, relative"),
     ({"family": "cnn", "kernel": 4}, "models.bad.kernel: must be odd"),
+    ({"family": "decoder_only", "positions": "relative"}, "models.bad.positions: 'relative' is not valid; choose one of sinusoidal, learned"),
     ({"family": "transformer", "d_model": 10, "heads": 4}, "d_model (10) must be divisible by heads (4)"),
     ({"family": "rnn", "hidden": 5}, "unknown key(s) hidden"),
     ({"family": "rnn", "layers": "two"}, "models.bad.layers: expected int, got 'two'"),

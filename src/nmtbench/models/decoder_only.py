@@ -15,34 +15,22 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from nmtbench.config import ConfigError, choice
+from nmtbench.config import choice
 from nmtbench.models.interface import DecoderState, Seq2Seq
-from nmtbench.models.transformer import NORMS, Layer, TransformerConfig, sinusoids
+from nmtbench.models.transformer import Layer, TransformerConfig, sinusoids
 
-POSITIONS = ("sinusoidal", "learned")
+POSITIONS = ("sinusoidal", "learned")  # relative distances are not implemented for one mixed stream
 
 
 @dataclass
-class DecoderOnlyConfig:
+class DecoderOnlyConfig(TransformerConfig):
     norm: str = "pre"
-    positions: str = "sinusoidal"
-    d_model: int = 256
-    heads: int = 4
-    layers: int = 6
-    d_ff: int = 1024
-    dropout: float = 0.1
-    max_positions: int = 512  # learned table size, covering source + target
+    layers: int = 6  # one stack: about half the parameters of an encoder-decoder with 6 + 6
     prefix_attention: bool = False
 
     def validate(self, where: str) -> None:
-        choice(f"{where}.norm", self.norm, NORMS)
+        super().validate(where)
         choice(f"{where}.positions", self.positions, POSITIONS)
-        if self.d_model % self.heads:
-            raise ConfigError(f"{where}: d_model ({self.d_model}) must be divisible by heads ({self.heads})")
-        if min(self.d_model, self.heads, self.layers, self.d_ff, self.max_positions) < 1:
-            raise ConfigError(f"{where}: d_model, heads, layers, d_ff and max_positions must be positive")
-        if not 0 <= self.dropout < 1:
-            raise ConfigError(f"{where}.dropout: must be in [0, 1), got {self.dropout}")
 
 
 class DecoderOnlySeq2Seq(Seq2Seq):
@@ -51,14 +39,12 @@ class DecoderOnlySeq2Seq(Seq2Seq):
     def __init__(self, cfg: DecoderOnlyConfig, vocab_size: int, pad_id: int):
         super().__init__()
         self.cfg, self.pad_id = cfg, pad_id
-        layer_cfg = TransformerConfig(norm=cfg.norm, positions=cfg.positions, d_model=cfg.d_model, heads=cfg.heads,
-                                      layers=cfg.layers, d_ff=cfg.d_ff, dropout=cfg.dropout)
         self.embed = nn.Embedding(vocab_size, cfg.d_model, padding_idx=pad_id)
         self.segment = nn.Embedding(2, cfg.d_model)
         if cfg.positions == "learned":
             self.position_table = nn.Embedding(cfg.max_positions, cfg.d_model)
         self.dropout = nn.Dropout(cfg.dropout)
-        self.layers = nn.ModuleList(Layer(layer_cfg, cross=False) for _ in range(cfg.layers))
+        self.layers = nn.ModuleList(Layer(cfg, cross=False) for _ in range(cfg.layers))
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
         self.output = nn.Linear(cfg.d_model, vocab_size, bias=False)
         self.output.weight = self.embed.weight
