@@ -47,3 +47,18 @@ def test_collate_pads_and_adds_bos_and_eos():
     assert out["tgt_in"].tolist() == [[BOS, 8, PAD], [BOS, 11, 12]]
     assert out["tgt_out"].tolist() == [[8, EOS, PAD], [11, 12, EOS]]
     assert out["src"].dtype == torch.long
+
+
+def test_data_parallel_ranks_get_disjoint_batches_and_equal_step_counts():
+    whole = TokenBatchSampler(SRC_LENS, TGT_LENS, 40, True, seed=7).batches()  # 5 batches
+    shards = [TokenBatchSampler(SRC_LENS, TGT_LENS, 40, True, seed=7, num_replicas=2, rank=r).batches() for r in (0, 1)]
+    assert [len(s) for s in shards] == [2, 2]  # the fifth batch is left out this epoch
+    assert not set(map(tuple, shards[0])) & set(map(tuple, shards[1]))
+    assert sorted(map(tuple, shards[0] + shards[1])) == sorted(map(tuple, whole[:4]))
+
+
+def test_validation_shards_keep_every_batch():
+    shards = [TokenBatchSampler(SRC_LENS, TGT_LENS, 40, False, num_replicas=2, rank=r, even_shards=False).batches()
+              for r in (0, 1)]
+    assert [len(s) for s in shards] == [3, 2]
+    assert sorted(i for s in shards for b in s for i in b) == list(range(len(SRC_LENS)))

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from nmtbench.config import DataConfig, TokenizeConfig, merge, parse_params
+from nmtbench.data.batching import TokenBatchSampler, TranslationData
 from nmtbench.data.prepare import prepare
 from nmtbench.data.tokenizer import Tokenizer, tokenize
 from nmtbench.evaluation.beam_sweep import beam_sweep
@@ -93,3 +94,21 @@ def test_translate_reads_a_file_or_standard_input(project, tmp_path):
     missing = subprocess.run([*command[:-1], "models/absent"], capture_output=True, text=True)
     assert missing.returncode == 2
     assert missing.stderr.strip().startswith("nmtbench translate: error: no sentencepiece model at models/absent")
+
+
+@pytest.mark.slow
+def test_two_process_data_parallel_training_on_cpu(project, tmp_path):
+    """train with devices=2 strategy=ddp (gloo): both ranks step through disjoint halves of the batches."""
+    raw = yaml.safe_load(open("params.yaml"))
+    raw["train"].update({"devices": 2, "strategy": "ddp", "accelerator": "cpu", "num_threads": 1})
+    open("params.yaml", "w").write(yaml.safe_dump(raw))
+    done = subprocess.run([sys.executable, "-m", "nmtbench", "train", "tiny"], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    metrics = json.loads(open("metrics/tiny/train.json").read())
+    data = TranslationData(Path("data/tokenized"), batch_tokens=64, seed=project.train.seed)
+    data.setup()
+    train = data.splits["train"]
+    batches = TokenBatchSampler([len(s) for s in train.src_ids], [len(t) for t in train.tgt_ids], 64, True).batches()
+    assert metrics["steps"] == metrics["epochs"] * (len(batches) // 2)
+    assert len(list(Path("wandb").glob("offline-run-*"))) == 1  # rank 0 alone logs

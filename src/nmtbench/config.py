@@ -105,9 +105,15 @@ class TrainConfig:
     label_smoothing: float = 0.1
     gradient_clip_val: float = 1.0
     val_check_interval: float = 1.0
+    schedule: str = "inverse_sqrt"
+    early_stopping_patience: int = 0
+    accumulate_grad_batches: int = 1
     accelerator: str = "cpu"
     devices: int = 1
+    num_nodes: int = 1
+    strategy: str = "auto"
     precision: str = "32-true"
+    deterministic: bool = False
     num_threads: int = 0
 
     def __post_init__(self):
@@ -119,7 +125,13 @@ class TrainConfig:
         positive("train.num_threads", self.num_threads, allow_zero=True)
         if not 0 <= self.label_smoothing < 1:
             raise ConfigError(f"train.label_smoothing: must be in [0, 1), got {self.label_smoothing}")
+        choice("train.schedule", self.schedule, ("inverse_sqrt", "cosine", "plateau", "constant"))
+        positive("train.early_stopping_patience", self.early_stopping_patience, allow_zero=True)
+        positive("train.accumulate_grad_batches", self.accumulate_grad_batches)
+        positive("train.devices", self.devices)
+        positive("train.num_nodes", self.num_nodes)
         choice("train.accelerator", self.accelerator, ("auto", "cpu", "gpu"))
+        choice("train.strategy", self.strategy, ("auto", "ddp"))
         choice("train.precision", self.precision, ("32-true", "bf16-mixed", "16-mixed"))
         if self.max_time is not None:
             parts = self.max_time.split(":")

@@ -46,11 +46,18 @@ class TokenBatchSampler(Sampler[list[int]]):
     Pairs are sorted by length so a batch wastes little on padding; with shuffle, ties are broken and
     the batch order drawn from a generator seeded with seed + epoch, so every epoch differs yet a run is
     reproducible. A pair too long for the budget on its own gets a batch of its own.
+
+    Under data parallelism every rank builds the same batch list and takes every num_replicas-th
+    batch from position rank. With even_shards (training), the last len % num_replicas batches are
+    left out so all ranks make the same number of steps: an uneven count would hang the gradient
+    all-reduce. Validation keeps every batch, since it makes no collective call per batch.
     """
 
-    def __init__(self, src_lens: list[int], tgt_lens: list[int], batch_tokens: int, shuffle: bool, seed: int = 0):
+    def __init__(self, src_lens: list[int], tgt_lens: list[int], batch_tokens: int, shuffle: bool, seed: int = 0,
+                 num_replicas: int = 1, rank: int = 0, even_shards: bool = True):
         self.src_lens, self.tgt_lens = src_lens, tgt_lens
         self.batch_tokens, self.shuffle, self.seed, self.epoch = batch_tokens, shuffle, seed, 0
+        self.num_replicas, self.rank, self.even_shards = num_replicas, rank, even_shards
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -71,7 +78,9 @@ class TokenBatchSampler(Sampler[list[int]]):
             batches.append(batch)
         if self.shuffle:
             rng.shuffle(batches)
-        return batches
+        if self.even_shards:
+            batches = batches[: len(batches) - len(batches) % self.num_replicas]
+        return batches[self.rank :: self.num_replicas]
 
     def __iter__(self):
         return iter(self.batches())
@@ -93,14 +102,16 @@ class TranslationData(L.LightningDataModule):
         dataset = load_tokenized(self.tokenized_dir)
         self.splits = {name: PairDataset(dataset[name]["src_ids"], dataset[name]["tgt_ids"]) for name in ("train", "val")}
 
-    def loader(self, split: str, shuffle: bool) -> DataLoader:
+    def loader(self, split: str, train: bool) -> DataLoader:
         data = self.splits[split]
+        world, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (1, 0)
         sampler = TokenBatchSampler([len(s) for s in data.src_ids], [len(t) for t in data.tgt_ids],
-                                    self.batch_tokens, shuffle, self.seed)
+                                    self.batch_tokens, shuffle=train, seed=self.seed,
+                                    num_replicas=world, rank=rank, even_shards=train)
         return DataLoader(data, batch_sampler=sampler, collate_fn=collate)
 
     def train_dataloader(self):
-        return self.loader("train", shuffle=True)
+        return self.loader("train", train=True)
 
     def val_dataloader(self):
-        return self.loader("val", shuffle=False)
+        return self.loader("val", train=False)

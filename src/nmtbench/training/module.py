@@ -22,6 +22,17 @@ def inverse_sqrt_schedule(warmup_steps: int):
     return factor
 
 
+def cosine_schedule(warmup_steps: int, total_steps: int):
+    """Linear warmup, then half a cosine from 1 down to 0 at total_steps."""
+    def factor(step: int) -> float:
+        step += 1
+        if step <= warmup_steps:
+            return step / warmup_steps
+        progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+        return 0.5 * (1 + math.cos(math.pi * progress))
+    return factor
+
+
 class TranslationModule(L.LightningModule):
     def __init__(self, name: str, block: dict, vocab_size: int, pad_id: int, vocab_sha256: str, train: dict):
         super().__init__()
@@ -41,6 +52,13 @@ class TranslationModule(L.LightningModule):
                                    label_smoothing=self.train_cfg.label_smoothing, reduction="sum")
         nll = F.cross_entropy(flat, gold, ignore_index=self.hparams.pad_id, reduction="sum")
         return smoothed / tokens, nll, tokens
+
+    def on_train_epoch_start(self):
+        # Lightning sets the epoch of a sampler but not of a batch sampler: without this, every
+        # epoch would repeat the first epoch's order
+        sampler = getattr(self.trainer.train_dataloader, "batch_sampler", None)
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(self.current_epoch)
 
     def on_train_batch_start(self, batch, batch_idx):
         self._batch_started = time.perf_counter()
@@ -64,13 +82,31 @@ class TranslationModule(L.LightningModule):
         self._val_tokens += tokens
 
     def on_validation_epoch_end(self):
-        val_loss = self._val_loss_sum / max(self._val_tokens, 1)
+        # under data parallelism each rank saw part of the val set: add up losses and tokens first
+        totals = torch.tensor([self._val_loss_sum, self._val_tokens], dtype=torch.float64, device=self.device)
+        loss_sum, tokens = self.trainer.strategy.reduce(totals, reduce_op="sum").tolist()
+        val_loss = loss_sum / max(tokens, 1)
         # unsmoothed per-token NLL, so perplexity means the same thing for every model
         self.log("val/loss", val_loss, prog_bar=True)
         self.log("val/ppl", math.exp(min(val_loss, 50.0)))
         self.log("train/target_tokens", float(self.target_tokens))
 
+    def on_train_end(self):
+        """Every rank's target tokens, summed, and the slowest rank's time: the throughput of the job."""
+        totals = torch.tensor([float(self.target_tokens)], dtype=torch.float64, device=self.device)
+        self.target_tokens = int(self.trainer.strategy.reduce(totals, reduce_op="sum").item())
+        seconds = torch.tensor([self.train_seconds], dtype=torch.float64, device=self.device)
+        self.train_seconds = float(self.trainer.strategy.reduce(seconds, reduce_op="max").item())
+
     def configure_optimizers(self):
-        optimizer = torch.optim.Adam(self.parameters(), lr=self.train_cfg.lr, betas=(0.9, 0.98), eps=1e-9)
-        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, inverse_sqrt_schedule(self.train_cfg.warmup_steps))
+        cfg = self.train_cfg
+        optimizer = torch.optim.Adam(self.parameters(), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9)
+        if cfg.schedule == "plateau":
+            plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, factor=0.5, patience=1)
+            return {"optimizer": optimizer,
+                    "lr_scheduler": {"scheduler": plateau, "monitor": "val/loss", "interval": "epoch"}}
+        factors = {"inverse_sqrt": inverse_sqrt_schedule(cfg.warmup_steps),
+                   "constant": lambda step: min(1.0, (step + 1) / max(cfg.warmup_steps, 1)),
+                   "cosine": cosine_schedule(cfg.warmup_steps, self.trainer.estimated_stepping_batches)}
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factors[cfg.schedule])
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}

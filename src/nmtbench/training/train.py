@@ -10,7 +10,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 
 from nmtbench.config import Params
 from nmtbench.data.batching import TranslationData
@@ -43,12 +43,18 @@ def train(params: Params, name: str, tokenized_dir: Path = Path("data/tokenized"
                                  save_top_k=1, auto_insert_metric_name=False, enable_version_counter=False)
     logger = make_wandb_logger(params.wandb, name, Path("."),
                                {"model": name, **block, **dataclasses.asdict(cfg), "params": module.model.num_parameters()})
+    callbacks = [checkpoint]
+    if cfg.early_stopping_patience:
+        callbacks.append(EarlyStopping(monitor="val/loss", mode="min", patience=cfg.early_stopping_patience))
     trainer = L.Trainer(
-        accelerator=cfg.accelerator, devices=cfg.devices, precision=cfg.precision,
+        accelerator=cfg.accelerator, devices=cfg.devices, num_nodes=cfg.num_nodes, strategy=cfg.strategy,
+        precision=cfg.precision, deterministic=cfg.deterministic,
         max_epochs=cfg.max_epochs, max_steps=cfg.max_steps, max_time=cfg.max_time,
+        accumulate_grad_batches=cfg.accumulate_grad_batches,
         gradient_clip_val=cfg.gradient_clip_val or None, val_check_interval=cfg.val_check_interval,
-        logger=logger or False, callbacks=[checkpoint], num_sanity_val_steps=0, log_every_n_steps=10,
-        use_distributed_sampler=False, enable_model_summary=False, default_root_dir=model_dir,
+        logger=logger or False, callbacks=callbacks, num_sanity_val_steps=0, log_every_n_steps=10,
+        use_distributed_sampler=False,  # the token batch sampler shards by rank itself
+        enable_model_summary=False, default_root_dir=model_dir,
     )
     started = time.perf_counter()
     trainer.fit(module, datamodule=data)
@@ -68,6 +74,8 @@ def train(params: Params, name: str, tokenized_dir: Path = Path("data/tokenized"
         "epochs": trainer.current_epoch,
         "target_tokens": module.target_tokens,
     }
+    if not trainer.is_global_zero:  # with data parallelism, one process writes the results
+        return metrics
     for file in ("spm.model", "vocab.json"):  # the model folder alone is enough to translate
         shutil.copyfile(Path(tokenized_dir) / file, Path(model_dir) / file)
     write_json(metrics_path, metrics)
