@@ -2,6 +2,7 @@
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,9 +19,10 @@ def smoke(tmp_path_factory):
     if not MIRROR:
         pytest.skip("set NMTBENCH_DATA_MIRROR to a Multi30k mirror folder (make test does when one is beside the checkout)")
     workspace = tmp_path_factory.mktemp("smoke")
-    env = {**os.environ, "WANDB_SILENT": "true"}
+    # the stages call `nmtbench` and `dvc`: put this interpreter's scripts first on PATH
+    env = {**os.environ, "WANDB_SILENT": "true", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     run = lambda *cmd: subprocess.run(cmd, cwd=workspace, env=env, check=True, capture_output=True, text=True)  # noqa: E731
-    subprocess.run(["nmtbench", "--params", str(ROOT / "params.yaml"), "workspace", str(workspace),
+    subprocess.run([sys.executable, "-m", "nmtbench", "--params", str(ROOT / "params.yaml"), "workspace", str(workspace),
                     "--profile", str(ROOT / "profiles/smoke.yaml")], check=True, env=env)
     run("dvc", "repro")
     return workspace, run
@@ -52,6 +54,9 @@ def test_dvc_metrics_show_the_same_numbers(smoke):
     assert comparison == expected
     train = files["metrics/transformer/train.json"]["data"]
     assert train["best_val_loss"] == expected["transformer"]["best_val_loss"]
+    (workspace_row, *_) = json.loads(run("dvc", "exp", "show", "--json").stdout)
+    shown = workspace_row["rev"] == "workspace" and workspace_row["data"]["metrics"]
+    assert shown["results/comparison.json"]["data"] == expected
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -27,7 +28,11 @@ def make_workspace(project: Path, target: Path, profile: Path) -> Path:
     shutil.copyfile(project / "dvc.yaml", target / "dvc.yaml")
     header = f"# generated from params.yaml + {profile.name}; edit those, not this file\n"
     (target / "params.yaml").write_text(header + yaml.safe_dump(merged, sort_keys=False))
-    if not (target / ".dvc").is_dir():
-        subprocess.run(["dvc", "init", "--no-scm", "--quiet"], cwd=target, check=True)
-        subprocess.run(["dvc", "config", "core.analytics", "false"], cwd=target, check=True)
+    if not (target / ".dvc").is_dir():  # a git repository too, so `dvc exp show` and `dvc exp run` work there
+        git = ["git", "-c", "user.name=nmtbench", "-c", "user.email=nmtbench@localhost"]
+        subprocess.run([*git, "init", "--quiet"], cwd=target, check=True)
+        subprocess.run([sys.executable, "-m", "dvc", "init", "--quiet"], cwd=target, check=True)
+        subprocess.run([sys.executable, "-m", "dvc", "config", "core.analytics", "false"], cwd=target, check=True)
+        subprocess.run([*git, "add", "-A"], cwd=target, check=True)
+        subprocess.run([*git, "commit", "--quiet", "-m", f"profile {profile.stem}"], cwd=target, check=True)
     return target
