@@ -36,7 +36,7 @@ def test_smoke_pipeline_scores_every_model(smoke):
     for row in comparison.values():
         for split in ("test_2016_flickr", "test_2017_flickr"):
             assert 0 <= row[f"{split}_bleu"] <= 100
-            assert 0 < row[f"{split}_chrf"] <= 100
+            assert 0 <= row[f"{split}_chrf"] <= 100  # a 4-epoch tiny model may output nothing
         assert row["params"] > 0 and row["train_tokens_per_s"] > 0
     table = (workspace / "results/comparison.md").read_text()
     assert all(f"| {name} |" in table for name in comparison)
