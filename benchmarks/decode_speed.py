@@ -1,10 +1,13 @@
 """Decoding speed of every trained model: sentences/s and target tokens/s at beam 1 and beam 5.
 
-    python benchmarks/decode_speed.py [--models-dir models] [--split test_2016_flickr] [--beams 1 5]
+    python benchmarks/decode_speed.py [--models-dir models] [--models transformer cnn]
+                                      [--split test_2016_flickr] [--beams 1 5] [--threads 2]
 
-Reads the trained model folders under --models-dir and the tokenized split of data/tokenized, decodes
-it once untimed (warm-up) and then timed, and prints one row per model and beam. Figures depend on
-the machine and on output lengths: compare models of similar quality.
+Finds every trained model folder (a `best.ckpt`) under --models-dir, decodes the tokenized split of
+data/tokenized once untimed on its first 64 sentences (warm-up) and then whole, timed, and prints
+one row per model and beam: time, sentences/s, target tokens/s (eos included), mean output length (eos excluded),
+BLEU, and the work done: decoder steps (calls of decode_step) and beam rows (rows fed to them).
+Speed depends on output lengths, so compare models of similar quality (the BLEU column says).
 """
 from __future__ import annotations
 
@@ -18,32 +21,62 @@ import torch
 from nmtbench.config import load_params
 from nmtbench.data.tokenizer import load_tokenized
 from nmtbench.decoding.translator import Translator
+from nmtbench.evaluation.scoring import score
+
+
+class WorkCounter:
+    """Wraps a model's decode_step to count the calls and the rows they are given."""
+
+    def __init__(self, model):
+        self.steps = self.rows = 0
+        self._decode_step = model.decode_step
+        model.decode_step = self
+
+    def __call__(self, state, y_prev):
+        self.steps += 1
+        self.rows += y_prev.size(0)
+        return self._decode_step(state, y_prev)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models-dir", type=Path, default=Path("models"))
+    parser.add_argument("--models", nargs="+", help="only these model folders (names under --models-dir)")
     parser.add_argument("--tokenized-dir", type=Path, default=Path("data/tokenized"))
     parser.add_argument("--split", default="test_2016_flickr")
     parser.add_argument("--beams", type=int, nargs="+", default=[1, 5])
     parser.add_argument("--sentences", type=int, help="decode only the first N sentences")
+    parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
     args = parser.parse_args()
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
     decode = load_params().evaluate
     split = load_tokenized(args.tokenized_dir)[args.split]
-    sources = split["src_ids"][: args.sentences]
-    print(f"{len(sources)} sentences of {args.split}, {torch.get_num_threads()} threads, torch {torch.__version__}")
-    print(f"{'model':28s} {'beam':>4s} {'seconds':>8s} {'sent/s':>8s} {'tgt tok/s':>10s} {'mean len':>8s}")
-    for model_dir in sorted(p for p in args.models_dir.iterdir() if (p / "best.ckpt").is_file()):
+    sources, references = split["src_ids"][: args.sentences], split["tgt"][: args.sentences]
+    model_dirs = sorted(p.parent for p in args.models_dir.rglob("best.ckpt"))
+    if args.models:
+        model_dirs = [d for d in model_dirs if d.relative_to(args.models_dir).parts[0] in args.models]
+    if not model_dirs:
+        raise SystemExit(f"decode_speed: no trained model (best.ckpt) under {args.models_dir}; run make repro first")
+    print(f"{len(sources)} sentences of {args.split}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
+          f"batches of {decode.batch_size} sentences, length penalty {decode.length_penalty} alpha {decode.alpha:g}")
+    print(f"{'model':28s} {'beam':>4s} {'seconds':>8s} {'sent/s':>8s} {'tgt tok/s':>10s} {'mean len':>8s} "
+          f"{'BLEU':>6s} {'steps':>6s} {'beam rows':>10s}")
+    for model_dir in model_dirs:
         for beam in args.beams:
             translator = Translator.from_model_dir(model_dir, dataclasses.replace(decode, beam=beam))
             translator.translate_ids(sources[:64])  # warm-up: allocator, kernels
+            work = WorkCounter(translator.model)
             started = time.perf_counter()
             found = translator.translate_ids(sources)
             seconds = time.perf_counter() - started
-            tokens = sum(len(h[0].tokens) + 1 for h in found)
-            print(f"{model_dir.name:28s} {beam:4d} {seconds:8.2f} {len(sources) / seconds:8.1f} "
-                  f"{tokens / seconds:10.0f} {tokens / len(sources):8.1f}")
+            length = sum(len(h[0].tokens) for h in found)
+            tokens = length + len(found)  # and one eos each
+            bleu = score([translator.tokenizer.decode(h[0].tokens) for h in found], references)["bleu"]
+            name = str(model_dir.relative_to(args.models_dir))
+            print(f"{name:28s} {beam:4d} {seconds:8.2f} {len(sources) / seconds:8.1f} {tokens / seconds:10.0f} "
+                  f"{length / len(sources):8.1f} {bleu:6.2f} {work.steps:6d} {work.rows:10d}", flush=True)
 
 
 if __name__ == "__main__":

@@ -149,3 +149,39 @@ def test_greedy_takes_the_argmax_at_every_step():
             break
         expected.append(y.item())
     assert hyp == expected
+
+
+def eos_prone(model, boost=1.5):
+    """The model with eos made likelier at every step, so hypotheses end early and at various lengths."""
+    decode_step = model.decode_step
+
+    def step(state, y_prev):
+        log_probs, state = decode_step(state, y_prev)
+        log_probs[:, EOS] += boost
+        return log_probs.log_softmax(-1), state
+
+    model.decode_step = step
+    return model
+
+
+@pytest.mark.parametrize("name", ["lstm_additive", "transformer_pre", "cnn", "decoder_only"])
+def test_early_exit_skips_steps_without_changing_the_result(name, monkeypatch):
+    import nmtbench.decoding.search as search
+
+    src, mask = padded(sources())
+    budget = max_lengths(mask, 2.0, 6)
+    runs = {}
+    for exit_early in (True, False):
+        if not exit_early:  # only the K-ended rule: every beam runs until K hypotheses have ended
+            monkeypatch.setattr(search, "_settled", lambda ended, beam, nbest, bound: len(ended) >= beam)
+        model = eos_prone(make_tiny_model(name))
+        calls = []
+        inner = model.decode_step
+        model.decode_step = lambda state, y: calls.append(1) or inner(state, y)
+        found = [[(h.tokens, round(h.score, 5)) for h in hyps]
+                 for penalty, alpha, nbest in (("none", 0.0, 1), ("gnmt", 1.0, 1), ("normalize", 0.6, 2))
+                 for hyps in beam_search(model, src, mask, BOS, EOS, budget, beam=4, nbest=nbest,
+                                         penalty=penalty, alpha=alpha)]
+        runs[exit_early] = (len(calls), found)
+    assert runs[True][1] == runs[False][1]
+    assert runs[True][0] < runs[False][0]

@@ -73,6 +73,13 @@ def _banned_ngram_tokens(history: list[int], n: int) -> set[int]:
     return {history[i + n - 1] for i in range(len(history) - n + 1) if tuple(history[i : i + n - 1]) == prefix}
 
 
+def _settled(ended: list[Hypothesis], beam: int, nbest: int, best_possible: float) -> bool:
+    """K hypotheses have ended, or no live beam can displace the nbest-th ended one (ties keep the earlier)."""
+    if len(ended) >= beam:
+        return True
+    return len(ended) >= nbest and best_possible <= sorted(h.score for h in ended)[-nbest]
+
+
 @torch.no_grad()
 def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, bos: int, eos: int,
                 max_len: torch.Tensor, beam: int = 5, nbest: int = 1, alpha: float = 1.0,
@@ -83,7 +90,10 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, bos: 
     an eos among the first K ends a hypothesis (set aside with its penalised score), the best K others
     go on. A sentence leaves the batch once it has K ended hypotheses or reaches its length budget
     (then its live beams count as hypotheses), so its output never depends on the rest of the batch.
-    With K = 1 this is greedy decoding exactly.
+    It also leaves as soon as no live beam can still beat its nbest-th ended hypothesis: log-probabilities
+    only fall as a hypothesis grows and the penalty is largest at the length budget, so a live beam can
+    score at most its log-probability over the penalty at that budget. That exit skips work without
+    changing the result. With K = 1 this is greedy decoding exactly.
     """
     if nbest > beam:
         raise ValueError(f"nbest ({nbest}) cannot exceed the beam size ({beam})")
@@ -95,6 +105,7 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, bos: 
     scores[:, 0] = 0.0  # one live beam to start; the others fill from its candidates
     tokens = torch.full((B * K, 1), bos, dtype=torch.long, device=device)  # histories, bos first
     ended: list[list[Hypothesis]] = [[] for _ in range(B)]
+    ceiling = torch.tensor([length_penalty(penalty, alpha, max(n, 1)) for n in max_len.tolist()], device=device)
     step = 0
 
     def keep_sentences(keep: torch.Tensor):
@@ -137,7 +148,9 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, bos: 
         tokens = torch.cat([tokens[rows], token.gather(1, pick).view(-1, 1)], dim=1)
         state = state.reorder(rows)
         step += 1
-        complete = torch.tensor([len(ended[s]) >= K for s in sentence.tolist()], device=device)
+        best_possible = scores.max(1).values / ceiling[sentence]  # (n,) the most a live beam can still score
+        complete = torch.tensor([_settled(ended[s], K, nbest, bound)
+                                 for s, bound in zip(sentence.tolist(), best_possible.tolist())], device=device)
         if complete.any():
             keep_sentences(~complete)
     return [sorted(hyps, key=lambda h: h.score, reverse=True)[:nbest] for hyps in ended]
