@@ -1,7 +1,9 @@
 """The train, evaluate, beam-sweep and translate commands on a tiny dataset, in a scratch project folder."""
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -196,3 +198,32 @@ def test_averaging_puts_the_mean_of_the_last_validations_into_best(project, monk
     for key, weight in best.items():
         assert torch.equal(weight, ((snapshots[0][key].double() + snapshots[1][key].double()) / 2).to(weight.dtype))
     load_model("models/tiny/best.ckpt", Tokenizer("data/tokenized"))  # still a checkpoint evaluation reads
+
+
+@pytest.mark.slow
+def test_a_killed_training_command_resumes_to_the_uninterrupted_result(project, tmp_path, monkeypatch):
+    """SIGKILL `nmtbench train` right after its first last.ckpt (mid-epoch), rerun it: the same weights and figures."""
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    set_train_params(batch_tokens=16, max_epochs=4, checkpoint_every_steps=3, deterministic=True)
+    command = [sys.executable, "-m", "nmtbench", "train", "tiny"]
+    subprocess.run(command, capture_output=True, check=True, timeout=600)
+    Path("models/tiny").rename(tmp_path / "whole")
+    whole = json.loads(Path("metrics/tiny/train.json").read_text())
+    Path("metrics/tiny/train.json").unlink()
+
+    killed = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    last = Path("models/tiny/unfinished/last.ckpt")
+    while not last.exists() and killed.poll() is None:
+        time.sleep(0.005)
+    killed.send_signal(signal.SIGKILL)
+    assert killed.wait() == -signal.SIGKILL and not Path("metrics/tiny/train.json").exists()
+    state = torch.load(last, weights_only=False)
+    position = state["TranslationData"]
+    assert 0 < position["batches_done"] < whole["steps"] // whole["epochs"]  # killed in the middle of an epoch
+
+    resumed = subprocess.run(command, capture_output=True, text=True, check=True, timeout=600)
+    assert f"resuming {last} at step {state['global_step']}" in resumed.stderr
+    metrics = json.loads(Path("metrics/tiny/train.json").read_text())
+    assert {k: v for k, v in metrics.items() if k not in TIMINGS} == {k: v for k, v in whole.items() if k not in TIMINGS}
+    assert_same_tensors(checkpoint_state("models/tiny/best.ckpt"), checkpoint_state(tmp_path / "whole/best.ckpt"))
+    assert sorted(p.name for p in Path("models/tiny").iterdir()) == ["best.ckpt", "spm.model", "vocab.json"]
