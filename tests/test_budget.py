@@ -48,25 +48,25 @@ class FakeTrainer:
 
 def test_the_budget_stops_after_the_step_that_spends_it():
     model = make_tiny_model("lstm_additive").train()
-    budget, trainer = FlopBudget(limit=None), FakeTrainer()
-    budget.on_train_start(trainer, SimpleNamespace(model=model))
-    step = budget.cost(2, 5, 6)
-    budget.limit = 2.5 * step
+    cost, trainer = TrainingFlops(model), FakeTrainer()
+    step = cost(2, 5, 6)
+    budget = FlopBudget(2.5 * step, cost)
     batch = {"src": torch.zeros(2, 5), "tgt_in": torch.zeros(2, 6)}
     stopped_at = []
     for i in range(4):
         budget.on_train_batch_end(trainer, SimpleNamespace(device="cpu"), None, batch, i)
         stopped_at.append(trainer.should_stop)
     assert stopped_at == [False, False, True, True] and budget.spent == 4 * step
-    restored = FlopBudget(None)
+    restored = FlopBudget(None, cost)
     restored.load_state_dict(budget.state_dict())
     assert restored.spent == 4 * step  # a resumed run counts on from here
 
 
 def test_budget_limits_map_each_kind():
-    max_time, counter = budget_limits(BudgetConfig("time", 90))
+    model = make_tiny_model("cnn")
+    max_time, counter = budget_limits(BudgetConfig("time", 90), model)
     assert max_time == timedelta(seconds=90) and counter.limit is None
-    max_time, counter = budget_limits(BudgetConfig("flops", 2e9))
+    max_time, counter = budget_limits(BudgetConfig("flops", 2e9), model)
     assert max_time is None and counter.limit == 2e9
-    max_time, counter = budget_limits(BudgetConfig())
-    assert max_time is None and counter.limit is None
+    max_time, counter = budget_limits(BudgetConfig(), model)
+    assert max_time is None and counter.limit is None and counter.cost(1, 2, 2) == counter.cost.grid[2, 2]

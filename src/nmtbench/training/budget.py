@@ -69,11 +69,8 @@ class FlopBudget(L.Callback):
     in checkpoints, so a resumed run goes on counting from where it stopped.
     """
 
-    def __init__(self, limit: float | None):
-        self.limit, self.spent, self.cost = limit, 0, None
-
-    def on_train_start(self, trainer, pl_module):
-        self.cost = TrainingFlops(pl_module.model)
+    def __init__(self, limit: float | None, cost: TrainingFlops):
+        self.limit, self.cost, self.spent = limit, cost, 0
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         flops = self.cost(batch["src"].size(0), batch["src"].size(1), batch["tgt_in"].size(1))
@@ -89,7 +86,11 @@ class FlopBudget(L.Callback):
         self.spent = state["spent"]
 
 
-def budget_limits(budget: BudgetConfig) -> tuple[timedelta | None, FlopBudget]:
-    """(Lightning's max_time, the FLOP counter) for a budget: one of them limits, the counter always counts."""
+def budget_limits(budget: BudgetConfig, model: torch.nn.Module) -> tuple[timedelta | None, FlopBudget]:
+    """(Lightning's max_time, the FLOP counter) for a budget: one of them limits, the counter always counts.
+
+    The model's cost is counted here, before training, so the seconds it takes do not come out of a
+    time budget.
+    """
     max_time = timedelta(seconds=budget.value) if budget.kind == "time" else None
-    return max_time, FlopBudget(budget.value if budget.kind == "flops" else None)
+    return max_time, FlopBudget(budget.value if budget.kind == "flops" else None, TrainingFlops(model))

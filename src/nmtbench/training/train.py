@@ -49,7 +49,7 @@ def train(params: Params, name: str, tokenized_dir: Path = Path("data/tokenized"
                                        set_aside=rank_zero_only.rank == 0)
     checkpoint = ModelCheckpoint(dirpath=model_dir, filename="best", monitor="val/loss", mode="min",
                                  save_top_k=1, auto_insert_metric_name=False, enable_version_counter=False)
-    max_time, flop_budget = budget_limits(cfg.budget)
+    max_time, flop_budget = budget_limits(cfg.budget, module.model)
     logger = make_wandb_logger(params.wandb, name, Path("."),
                                {"model": name, **block, **dataclasses.asdict(cfg), "params": module.model.num_parameters()})
     callbacks = [checkpoint, flop_budget]
