@@ -6,6 +6,7 @@ import json
 import math
 import shutil
 import time
+import warnings
 from pathlib import Path
 
 import lightning as L
@@ -72,6 +73,9 @@ def train(params: Params, name: str, tokenized_dir: Path = Path("data/tokenized"
         use_distributed_sampler=False,  # the token batch sampler shards by rank itself
         enable_model_summary=False, default_root_dir=model_dir, plugins=[AtomicCheckpointIO()],
     )
+    # Lightning warns that a mid-epoch resume repeats the epoch's batches unless the loader is stateful;
+    # here the data module restores the position (TranslationData.state_dict), so the warning is wrong
+    warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
     started = time.perf_counter()
     trainer.fit(module, datamodule=data, ckpt_path=resume_from)
     wall = time.perf_counter() - started
@@ -107,9 +111,12 @@ def train(params: Params, name: str, tokenized_dir: Path = Path("data/tokenized"
 def average_into_best(snapshots: ModelCheckpoint, best_path: str) -> list[int]:
     """Replace the weights of best.ckpt, the checkpoint evaluation reads, by the mean of the last validations'.
 
-    Returns the steps averaged (fewer than average_last when training validated fewer times).
+    Returns the steps averaged (fewer than average_last when training validated fewer times, none
+    when a budget ran out before the first validation: best.ckpt is then left as it is).
     """
     by_step = sorted(snapshots.best_k_models, key=lambda path: float(snapshots.best_k_models[path]))
+    if not by_step:
+        return []
     best = torch.load(best_path, map_location="cpu", weights_only=False)
     best["state_dict"] = average_state_dicts([Path(p) for p in by_step])
     AtomicCheckpointIO().save_checkpoint(best, best_path)
