@@ -62,3 +62,25 @@ def test_validation_shards_keep_every_batch():
               for r in (0, 1)]
     assert [len(s) for s in shards] == [3, 2]
     assert sorted(i for s in shards for b in s for i in b) == list(range(len(SRC_LENS)))
+
+
+def test_a_resumed_epoch_skips_its_trained_batches_once_and_keeps_its_length():
+    epoch_two = sampler()
+    epoch_two.set_epoch(2)
+    resumed = sampler()
+    resumed.resume(epoch=2, batches_done=2)
+    assert len(resumed) == len(epoch_two) == 5  # Lightning counts the skipped batches in the epoch
+    assert list(resumed) == epoch_two.batches()[2:]
+    assert list(resumed) == epoch_two.batches()  # the skip applies to one pass only
+    resumed.resume(epoch=2, batches_done=2)
+    resumed.set_epoch(3)
+    epoch_two.set_epoch(3)
+    assert list(resumed) == epoch_two.batches()  # a new epoch starts from its first batch
+
+
+def test_resuming_after_the_last_batch_of_an_epoch_starts_the_next():
+    resumed = sampler()
+    resumed.resume(epoch=1, batches_done=5)
+    next_epoch = sampler()
+    next_epoch.set_epoch(2)
+    assert (resumed.epoch, list(resumed)) == (2, next_epoch.batches())

@@ -1,10 +1,13 @@
 """The train, evaluate, beam-sweep and translate commands on a tiny dataset, in a scratch project folder."""
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from nmtbench.config import DataConfig, TokenizeConfig, merge, parse_params
@@ -13,13 +16,14 @@ from nmtbench.data.prepare import prepare
 from nmtbench.data.tokenizer import Tokenizer, tokenize
 from nmtbench.evaluation.beam_sweep import beam_sweep
 from nmtbench.evaluation.evaluate import evaluate
+from nmtbench.training.module import TranslationModule
 from nmtbench.training.train import CheckpointError, load_model, train
 from nmtbench.tracking import read_offline_run
 
 TINY_PARAMS = {
     "data": {"max_length": 8},
     "tokenize": {"vocab_size": 305},
-    "train": {"batch_tokens": 64, "max_epochs": 2, "warmup_steps": 2, "max_time": None},
+    "train": {"batch_tokens": 64, "max_epochs": 2, "warmup_steps": 2, "budget": {"kind": "none"}},
     "evaluate": {"beam": 2, "max_len_a": 1.0, "max_len_b": 2},
     "beam_sweep": {"model": "tiny", "beams": [1, 2], "alphas": [1.0]},
     "wandb": {"group": "unit"},
@@ -46,7 +50,7 @@ def project(tmp_path, monkeypatch, make_data_mirror):
 def test_train_writes_checkpoint_metrics_and_an_offline_wandb_run(project):
     metrics = train(project, "tiny")
     assert set(metrics) == {"params", "train_seconds", "train_tokens_per_s", "best_val_loss", "best_val_ppl",
-                            "steps", "epochs", "target_tokens"}
+                            "steps", "epochs", "target_tokens", "train_flops"}
     assert metrics["epochs"] == 2 and metrics["steps"] > 0
     assert json.loads(open("metrics/tiny/train.json").read()) == metrics
     assert sorted(p.name for p in Path("models/tiny").iterdir()) == ["best.ckpt", "spm.model", "vocab.json"]
@@ -112,3 +116,114 @@ def test_two_process_data_parallel_training_on_cpu(project, tmp_path):
     batches = TokenBatchSampler([len(s) for s in train.src_ids], [len(t) for t in train.tgt_ids], 64, True).batches()
     assert metrics["steps"] == metrics["epochs"] * (len(batches) // 2)
     assert len(list(Path("wandb").glob("offline-run-*"))) == 1  # rank 0 alone logs
+
+
+def set_train_params(**train):
+    raw = yaml.safe_load(open("params.yaml"))
+    raw["train"].update(train)
+    open("params.yaml", "w").write(yaml.safe_dump(raw))
+    return parse_params(raw)
+
+
+def checkpoint_state(path):
+    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    return checkpoint["state_dict"], checkpoint["optimizer_states"]
+
+
+def assert_same_tensors(a, b):
+    if isinstance(a, torch.Tensor):
+        assert torch.equal(a, b)
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for key in a:
+            assert_same_tensors(a[key], b[key])
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            assert_same_tensors(x, y)
+    else:
+        assert a == b
+
+
+TIMINGS = ("train_seconds", "train_tokens_per_s")
+
+
+class Crash(Exception):
+    pass
+
+
+@pytest.mark.parametrize("crash_at", [2, 3, 4])  # mid-epoch, on the last batch of epoch 0, mid-epoch 1
+def test_a_crashed_run_resumes_to_the_uninterrupted_result(project, tmp_path, monkeypatch, capfd, crash_at):
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    params = set_train_params(checkpoint_every_steps=1, deterministic=True, max_epochs=3)
+    whole = train(params, "tiny", model_dir=tmp_path / "whole", metrics_path=tmp_path / "whole.json")
+
+    step = TranslationModule.training_step
+    def crash(module, batch, batch_idx):
+        if module.global_step == crash_at:
+            raise Crash  # as a kill would, after last.ckpt of step crash_at
+        return step(module, batch, batch_idx)
+    monkeypatch.setattr(TranslationModule, "training_step", crash)
+    with pytest.raises(Crash):
+        train(params, "tiny")
+    monkeypatch.setattr(TranslationModule, "training_step", step)
+    assert torch.load("models/tiny/unfinished/last.ckpt", weights_only=False)["global_step"] == crash_at
+    capfd.readouterr()
+    resumed = train(params, "tiny")
+    assert f"resuming models/tiny/unfinished/last.ckpt at step {crash_at}" in capfd.readouterr().err
+    assert {k: v for k, v in resumed.items() if k not in TIMINGS} == {k: v for k, v in whole.items() if k not in TIMINGS}
+    assert_same_tensors(checkpoint_state("models/tiny/best.ckpt"), checkpoint_state(tmp_path / "whole/best.ckpt"))
+    assert not Path("models/tiny/unfinished").exists()
+
+
+def test_a_flop_budget_stops_training_early_and_is_reported(project, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    whole = train(project, "tiny", model_dir=tmp_path / "whole", metrics_path=tmp_path / "whole.json")
+    budget = whole["train_flops"] // 2
+    params = set_train_params(budget={"kind": "flops", "value": float(budget)})
+    spent = train(params, "tiny")
+    assert spent["steps"] < whole["steps"] and budget <= spent["train_flops"] < whole["train_flops"]
+    assert (Path("models/tiny/best.ckpt")).is_file()
+
+
+def test_averaging_puts_the_mean_of_the_last_validations_into_best(project, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    monkeypatch.setattr("nmtbench.training.train.shutil.rmtree", lambda *args, **kwargs: None)  # keep the snapshots
+    params = set_train_params(average_last=2, max_epochs=3)
+    metrics = train(params, "tiny")
+    assert metrics["averaged_steps"] == [6, 9]  # 3 steps an epoch, validated at the end of each
+    snapshots = [torch.load(f"models/tiny/unfinished/validated-{s}.ckpt", weights_only=False)["state_dict"]
+                 for s in (6, 9)]
+    best = checkpoint_state("models/tiny/best.ckpt")[0]
+    for key, weight in best.items():
+        assert torch.equal(weight, ((snapshots[0][key].double() + snapshots[1][key].double()) / 2).to(weight.dtype))
+    load_model("models/tiny/best.ckpt", Tokenizer("data/tokenized"))  # still a checkpoint evaluation reads
+
+
+@pytest.mark.slow
+def test_a_killed_training_command_resumes_to_the_uninterrupted_result(project, tmp_path, monkeypatch):
+    """SIGKILL `nmtbench train` right after its first last.ckpt (mid-epoch), rerun it: the same weights and figures."""
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    set_train_params(batch_tokens=16, max_epochs=4, checkpoint_every_steps=3, deterministic=True)
+    command = [sys.executable, "-m", "nmtbench", "train", "tiny"]
+    subprocess.run(command, capture_output=True, check=True, timeout=600)
+    Path("models/tiny").rename(tmp_path / "whole")
+    whole = json.loads(Path("metrics/tiny/train.json").read_text())
+    Path("metrics/tiny/train.json").unlink()
+
+    killed = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    last = Path("models/tiny/unfinished/last.ckpt")
+    while not last.exists() and killed.poll() is None:
+        time.sleep(0.005)
+    killed.send_signal(signal.SIGKILL)
+    assert killed.wait() == -signal.SIGKILL and not Path("metrics/tiny/train.json").exists()
+    state = torch.load(last, weights_only=False)
+    position = state["TranslationData"]
+    assert 0 < position["batches_done"] < whole["steps"] // whole["epochs"]  # killed in the middle of an epoch
+
+    resumed = subprocess.run(command, capture_output=True, text=True, check=True, timeout=600)
+    assert f"resuming {last} at step {state['global_step']}" in resumed.stderr
+    metrics = json.loads(Path("metrics/tiny/train.json").read_text())
+    assert {k: v for k, v in metrics.items() if k not in TIMINGS} == {k: v for k, v in whole.items() if k not in TIMINGS}
+    assert_same_tensors(checkpoint_state("models/tiny/best.ckpt"), checkpoint_state(tmp_path / "whole/best.ckpt"))
+    assert sorted(p.name for p in Path("models/tiny").iterdir()) == ["best.ckpt", "spm.model", "vocab.json"]

@@ -94,12 +94,27 @@ class TokenizeConfig:
 
 
 @dataclass
+class BudgetConfig:
+    """The cost at which training stops, the same for every model: none, wall-clock seconds or training FLOPs."""
+    kind: str = "none"
+    value: float | None = None
+
+    def __post_init__(self):
+        choice("train.budget.kind", self.kind, ("none", "time", "flops"))
+        if self.kind != "none" and self.value is None:
+            raise ConfigError(f"train.budget.value: budget kind {self.kind} needs a value (seconds for time, "
+                              "FLOPs for flops, e.g. 2.0e+15)")
+        if self.value is not None:
+            positive("train.budget.value", self.value)
+
+
+@dataclass
 class TrainConfig:
     seed: int = 42
     batch_tokens: int = 4096
     max_epochs: int = 30
     max_steps: int = -1
-    max_time: str | None = "00:00:20:00"
+    budget: BudgetConfig | dict = field(default_factory=BudgetConfig)
     lr: float = 7e-4
     warmup_steps: int = 400
     label_smoothing: float = 0.1
@@ -115,8 +130,14 @@ class TrainConfig:
     precision: str = "32-true"
     deterministic: bool = False
     num_threads: int = 0
+    checkpoint_every_steps: int = 0
+    average_last: int = 0
 
     def __post_init__(self):
+        if isinstance(self.budget, dict):
+            self.budget = from_dict(BudgetConfig, self.budget, "train.budget")
+        positive("train.checkpoint_every_steps", self.checkpoint_every_steps, allow_zero=True)
+        positive("train.average_last", self.average_last, allow_zero=True)
         positive("train.batch_tokens", self.batch_tokens)
         positive("train.max_epochs", self.max_epochs)
         positive("train.lr", self.lr)
@@ -133,10 +154,6 @@ class TrainConfig:
         choice("train.accelerator", self.accelerator, ("auto", "cpu", "gpu"))
         choice("train.strategy", self.strategy, ("auto", "ddp"))
         choice("train.precision", self.precision, ("32-true", "bf16-mixed", "16-mixed"))
-        if self.max_time is not None:
-            parts = self.max_time.split(":")
-            if len(parts) != 4 or not all(p.isdigit() for p in parts):
-                raise ConfigError(f"train.max_time: expected DD:HH:MM:SS, got {self.max_time!r}")
 
 
 @dataclass

@@ -51,6 +51,10 @@ class TokenBatchSampler(Sampler[list[int]]):
     batch from position rank. With even_shards (training), the last len % num_replicas batches are
     left out so all ranks make the same number of steps: an uneven count would hang the gradient
     all-reduce. Validation keeps every batch, since it makes no collective call per batch.
+
+    A run resumed in the middle of an epoch calls resume(epoch, batches_done): that epoch's order is
+    rebuilt and its first batches_done batches are skipped, once. The length stays the whole epoch's,
+    as Lightning counts the skipped batches among the epoch's batches.
     """
 
     def __init__(self, src_lens: list[int], tgt_lens: list[int], batch_tokens: int, shuffle: bool, seed: int = 0,
@@ -58,9 +62,17 @@ class TokenBatchSampler(Sampler[list[int]]):
         self.src_lens, self.tgt_lens = src_lens, tgt_lens
         self.batch_tokens, self.shuffle, self.seed, self.epoch = batch_tokens, shuffle, seed, 0
         self.num_replicas, self.rank, self.even_shards = num_replicas, rank, even_shards
+        self.start = 0  # batches of this epoch trained before an interruption
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
+        if epoch != self.epoch:
+            self.epoch, self.start = epoch, 0
+
+    def resume(self, epoch: int, batches_done: int) -> None:
+        """Continue epoch after its first batches_done batches; a finished epoch continues with the next."""
+        self.epoch, self.start = epoch, batches_done
+        if batches_done >= len(self):
+            self.epoch, self.start = epoch + 1, 0
 
     def batches(self) -> list[list[int]]:
         rng = random.Random(self.seed + self.epoch)
@@ -83,7 +95,8 @@ class TokenBatchSampler(Sampler[list[int]]):
         return batches[self.rank :: self.num_replicas]
 
     def __iter__(self):
-        return iter(self.batches())
+        start, self.start = self.start, 0
+        return iter(self.batches()[start:])
 
     def __len__(self):
         return len(self.batches())
@@ -95,6 +108,7 @@ class TranslationData(L.LightningDataModule):
     def __init__(self, tokenized_dir: Path, batch_tokens: int, seed: int):
         super().__init__()
         self.tokenized_dir, self.batch_tokens, self.seed = Path(tokenized_dir), batch_tokens, seed
+        self.resume_at: dict | None = None  # where a restored checkpoint stopped in its epoch
 
     def setup(self, stage: str | None = None) -> None:
         from nmtbench.data.tokenizer import load_tokenized
@@ -108,10 +122,23 @@ class TranslationData(L.LightningDataModule):
         sampler = TokenBatchSampler([len(s) for s in data.src_ids], [len(t) for t in data.tgt_ids],
                                     self.batch_tokens, shuffle=train, seed=self.seed,
                                     num_replicas=world, rank=rank, even_shards=train)
-        return DataLoader(data, batch_sampler=sampler, collate_fn=collate)
+        if train and self.resume_at:
+            sampler.resume(**self.resume_at)
+            self.resume_at = None
+        # a generator of its own: each new iterator draws a seed from it, which would otherwise come
+        # from the global generator that dropout draws from, shifting dropout masks after a resume
+        return DataLoader(data, batch_sampler=sampler, collate_fn=collate, generator=torch.Generator())
 
     def train_dataloader(self):
         return self.loader("train", train=True)
 
     def val_dataloader(self):
         return self.loader("val", train=False)
+
+    def state_dict(self) -> dict:
+        """Saved in every checkpoint: the epoch and how many of its batches this rank has trained."""
+        trained = self.trainer.fit_loop.epoch_loop.batch_progress.current.processed
+        return {"epoch": self.trainer.current_epoch, "batches_done": trained}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.resume_at = state

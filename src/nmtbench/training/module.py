@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from nmtbench.config import TrainConfig
 from nmtbench.models.registry import build_model
+from nmtbench.training.checkpoints import run_fingerprint
 
 
 def inverse_sqrt_schedule(warmup_steps: int):
@@ -42,6 +43,7 @@ class TranslationModule(L.LightningModule):
         self.target_tokens = 0
         self.train_seconds = 0.0
         self._val_loss_sum = self._val_tokens = 0.0
+        self._restored_rng: dict | None = None
 
     def loss(self, batch) -> tuple[torch.Tensor, torch.Tensor, int]:
         """Label-smoothed cross-entropy per target token, padding ignored; also the plain (unsmoothed) sum."""
@@ -59,6 +61,31 @@ class TranslationModule(L.LightningModule):
         sampler = getattr(self.trainer.train_dataloader, "batch_sampler", None)
         if hasattr(sampler, "set_epoch"):
             sampler.set_epoch(self.current_epoch)
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        # what a resumed run needs beyond weights, optimiser and loop state: which run this is, the
+        # figures counted so far, and the random state dropout draws from
+        rng = {"cpu": torch.get_rng_state()}
+        if torch.cuda.is_available():
+            rng["cuda"] = torch.cuda.get_rng_state_all()
+        checkpoint["nmtbench"] = {
+            "run": run_fingerprint(self.hparams.block, self.hparams.train, self.hparams.vocab_sha256),
+            "target_tokens": self.target_tokens, "train_seconds": self.train_seconds, "rng": rng,
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        state = checkpoint.get("nmtbench")
+        if state:
+            self.target_tokens, self.train_seconds = state["target_tokens"], state["train_seconds"]
+            self._restored_rng = state["rng"]
+
+    def on_train_start(self):
+        # restored here, not on load: nothing between this and the first step draws random numbers
+        if self._restored_rng is not None:
+            torch.set_rng_state(self._restored_rng["cpu"])
+            if "cuda" in self._restored_rng and torch.cuda.is_available():
+                torch.cuda.set_rng_state_all(self._restored_rng["cuda"])
+            self._restored_rng = None
 
     def on_train_batch_start(self, batch, batch_idx):
         self._batch_started = time.perf_counter()

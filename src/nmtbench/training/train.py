@@ -6,11 +6,13 @@ import json
 import math
 import shutil
 import time
+import warnings
 from pathlib import Path
 
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+from lightning.pytorch.utilities import rank_zero_only
 
 from nmtbench.config import Params
 from nmtbench.data.batching import TranslationData
@@ -18,6 +20,9 @@ from nmtbench.data.tokenizer import PAD, Tokenizer
 from nmtbench.models.registry import model_config
 from nmtbench.files import write_json
 from nmtbench.tracking import finish_run, make_wandb_logger
+from nmtbench.training.budget import budget_limits
+from nmtbench.training.checkpoints import (AtomicCheckpointIO, average_state_dicts, resumable_checkpoint,
+                                           run_fingerprint)
 from nmtbench.training.module import TranslationModule
 
 
@@ -39,25 +44,40 @@ def train(params: Params, name: str, tokenized_dir: Path = Path("data/tokenized"
 
     module = TranslationModule(name, block, vocab["size"], PAD, vocab["sha256"], dataclasses.asdict(cfg))
     data = TranslationData(tokenized_dir, cfg.batch_tokens, cfg.seed)
+    # what this run needs to continue after an interruption; removed once it has finished
+    unfinished = Path(model_dir) / "unfinished"
+    resume_from = resumable_checkpoint(unfinished, run_fingerprint(block, dataclasses.asdict(cfg), vocab["sha256"]),
+                                       set_aside=rank_zero_only.rank == 0)
     checkpoint = ModelCheckpoint(dirpath=model_dir, filename="best", monitor="val/loss", mode="min",
                                  save_top_k=1, auto_insert_metric_name=False, enable_version_counter=False)
+    max_time, flop_budget = budget_limits(cfg.budget, module.model)
     logger = make_wandb_logger(params.wandb, name, Path("."),
                                {"model": name, **block, **dataclasses.asdict(cfg), "params": module.model.num_parameters()})
-    callbacks = [checkpoint]
+    callbacks = [checkpoint, flop_budget]
+    if cfg.checkpoint_every_steps:
+        callbacks.append(ModelCheckpoint(dirpath=unfinished, filename="last", every_n_train_steps=cfg.checkpoint_every_steps,
+                                         enable_version_counter=False))
+    if cfg.average_last:  # the weights of the last average_last validations, by step
+        snapshots = ModelCheckpoint(dirpath=unfinished, filename="validated-{step}", monitor="step", mode="max",
+                                    save_top_k=cfg.average_last, save_weights_only=True, auto_insert_metric_name=False)
+        callbacks.append(snapshots)
     if cfg.early_stopping_patience:
         callbacks.append(EarlyStopping(monitor="val/loss", mode="min", patience=cfg.early_stopping_patience))
     trainer = L.Trainer(
         accelerator=cfg.accelerator, devices=cfg.devices, num_nodes=cfg.num_nodes, strategy=cfg.strategy,
         precision=cfg.precision, deterministic=cfg.deterministic,
-        max_epochs=cfg.max_epochs, max_steps=cfg.max_steps, max_time=cfg.max_time,
+        max_epochs=cfg.max_epochs, max_steps=cfg.max_steps, max_time=max_time,
         accumulate_grad_batches=cfg.accumulate_grad_batches,
         gradient_clip_val=cfg.gradient_clip_val or None, val_check_interval=cfg.val_check_interval,
         logger=logger or False, callbacks=callbacks, num_sanity_val_steps=0, log_every_n_steps=10,
         use_distributed_sampler=False,  # the token batch sampler shards by rank itself
-        enable_model_summary=False, default_root_dir=model_dir,
+        enable_model_summary=False, default_root_dir=model_dir, plugins=[AtomicCheckpointIO()],
     )
+    # Lightning warns that a mid-epoch resume repeats the epoch's batches unless the loader is stateful;
+    # here the data module restores the position (TranslationData.state_dict), so the warning is wrong
+    warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
     started = time.perf_counter()
-    trainer.fit(module, datamodule=data)
+    trainer.fit(module, datamodule=data, ckpt_path=resume_from)
     wall = time.perf_counter() - started
     if not checkpoint.best_model_path:  # the time budget ran out before the first validation
         trainer.validate(module, datamodule=data, verbose=False)
@@ -73,15 +93,34 @@ def train(params: Params, name: str, tokenized_dir: Path = Path("data/tokenized"
         "steps": trainer.global_step,
         "epochs": trainer.current_epoch,
         "target_tokens": module.target_tokens,
+        "train_flops": flop_budget.spent,
     }
     if not trainer.is_global_zero:  # with data parallelism, one process writes the results
         return metrics
     for file in ("spm.model", "vocab.json"):  # the model folder alone is enough to translate
         shutil.copyfile(Path(tokenized_dir) / file, Path(model_dir) / file)
+    if cfg.average_last:
+        metrics["averaged_steps"] = average_into_best(snapshots, checkpoint.best_model_path)
     write_json(metrics_path, metrics)
     if logger:
         finish_run(logger, metrics)
+    shutil.rmtree(unfinished, ignore_errors=True)  # finished: nothing left to resume
     return metrics
+
+
+def average_into_best(snapshots: ModelCheckpoint, best_path: str) -> list[int]:
+    """Replace the weights of best.ckpt, the checkpoint evaluation reads, by the mean of the last validations'.
+
+    Returns the steps averaged (fewer than average_last when training validated fewer times, none
+    when a budget ran out before the first validation: best.ckpt is then left as it is).
+    """
+    by_step = sorted(snapshots.best_k_models, key=lambda path: float(snapshots.best_k_models[path]))
+    if not by_step:
+        return []
+    best = torch.load(best_path, map_location="cpu", weights_only=False)
+    best["state_dict"] = average_state_dicts([Path(p) for p in by_step])
+    AtomicCheckpointIO().save_checkpoint(best, best_path)
+    return [int(snapshots.best_k_models[path]) for path in by_step]
 
 
 def read_vocab(tokenized_dir: Path) -> dict:

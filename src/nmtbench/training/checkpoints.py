@@ -1,0 +1,78 @@
+"""Checkpoints: written atomically, resumed only by the run that wrote them, and averaged.
+
+A run keeps what it needs to continue (`last.ckpt`, every `train.checkpoint_every_steps` steps, and
+the weight snapshots of its last validations) in an `unfinished/` folder beside `best.ckpt`; the
+folder is removed once the run has finished. Each checkpoint carries the fingerprint of its run (the
+model block, the train block and the vocabulary), so a rerun resumes only its own run: a folder left
+by another run is set aside under a new name, never mixed into this one.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from nmtbench.files import write_bytes
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint writer, through a temporary file and a rename: a run killed while saving
+    leaves the previous checkpoint whole."""
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
+        buffer = io.BytesIO()
+        torch.save(checkpoint, buffer)
+        write_bytes(Path(path), buffer.getvalue())
+
+
+def run_fingerprint(block: dict, train: dict, vocab_sha256: str) -> str:
+    """sha256 of everything that decides a run's result: two runs with the same one may continue each other."""
+    described = json.dumps({"model": block, "train": train, "vocab": vocab_sha256}, sort_keys=True, default=str)
+    return hashlib.sha256(described.encode()).hexdigest()
+
+
+def resumable_checkpoint(unfinished: Path, fingerprint: str, set_aside: bool = True) -> Path | None:
+    """unfinished/last.ckpt when it belongs to the run with this fingerprint, else None.
+
+    Anything else in the folder (another run's checkpoint, an unreadable one, snapshots without a
+    last.ckpt) is renamed to unfinished.set-aside-<time>, when set_aside (on one process only).
+    """
+    unfinished = Path(unfinished)
+    if not unfinished.is_dir():
+        return None
+    last = unfinished / "last.ckpt"
+    found, step = None, None
+    if last.is_file():
+        try:
+            checkpoint = torch.load(last, map_location="cpu", weights_only=False)
+            found, step = checkpoint.get("nmtbench", {}).get("run"), checkpoint.get("global_step")
+        except Exception:  # torch raises many kinds for a damaged file; it is set aside like a foreign one
+            found = None
+    if found == fingerprint:
+        print(f"nmtbench train: resuming {last} at step {step}", file=sys.stderr)
+        return last
+    if set_aside and any(unfinished.iterdir()):
+        aside = unfinished.with_name(f"{unfinished.name}.set-aside-{time.strftime('%Y%m%d-%H%M%S')}")
+        unfinished.rename(aside)
+        print(f"nmtbench train: {unfinished} holds another run's checkpoints (other params or vocabulary); "
+              f"moved to {aside}, starting afresh", file=sys.stderr)
+    return None
+
+
+def average_state_dicts(paths: list[Path]) -> dict[str, torch.Tensor]:
+    """The element-wise mean of the checkpoints' weights (accumulated in float64); other tensors from the last."""
+    states = [torch.load(p, map_location="cpu", weights_only=False)["state_dict"] for p in paths]
+    averaged = {}
+    for key, last in states[-1].items():
+        if last.is_floating_point():
+            total = sum(state[key].double() for state in states)
+            averaged[key] = (total / len(states)).to(last.dtype)
+        else:
+            averaged[key] = last
+    return averaged

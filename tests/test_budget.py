@@ -1,0 +1,72 @@
+"""Training FLOPs per batch shape against direct counts, and the FLOP budget's stopping step."""
+from datetime import timedelta
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from conftest import TINY_VARIANTS, make_tiny_model
+from nmtbench.config import BudgetConfig
+from nmtbench.models.flops import training_step_flops
+from nmtbench.training.budget import FlopBudget, TrainingFlops, budget_limits, lagrange
+
+SHAPES = [(1, 1, 1), (3, 7, 9), (2, 13, 4), (5, 4, 12)]  # (B, S, T), off the interpolation grid too
+
+
+def counted(model, batch, src_len, tgt_len):
+    src, tgt = torch.randint(4, 20, (batch, src_len)), torch.randint(4, 20, (batch, tgt_len))
+    return sum(training_step_flops(model, src, src != 0, tgt))
+
+
+@pytest.mark.parametrize("name", TINY_VARIANTS)
+def test_interpolated_flops_equal_the_direct_count(name):
+    model = make_tiny_model(name).train()
+    flops = TrainingFlops(model)
+    assert flops.interpolates, name
+    for shape in SHAPES:
+        assert flops(*shape) == counted(model, *shape), (name, shape)
+
+
+def test_a_cost_that_does_not_interpolate_is_counted_per_shape(monkeypatch):
+    model = make_tiny_model("transformer_post").train()
+    def cubic(self, src_len, tgt_len):  # a cost the quadratic grid cannot fit
+        return src_len ** 3 + tgt_len
+    monkeypatch.setattr(TrainingFlops, "count", cubic)
+    flops = TrainingFlops(model)
+    assert not flops.interpolates
+    assert flops(2, 10, 3) == 2 * (1000 + 3) and flops.per_shape == {(10, 3): 1003}
+
+
+def test_lagrange_basis_is_one_at_its_point_and_zero_at_the_others():
+    assert [lagrange(x, (2, 5, 8), 1) for x in (2, 5, 8)] == [0, 1, 0]
+
+
+class FakeTrainer:
+    should_stop = False
+    strategy = SimpleNamespace(reduce=lambda tensor, reduce_op: tensor)
+
+
+def test_the_budget_stops_after_the_step_that_spends_it():
+    model = make_tiny_model("lstm_additive").train()
+    cost, trainer = TrainingFlops(model), FakeTrainer()
+    step = cost(2, 5, 6)
+    budget = FlopBudget(2.5 * step, cost)
+    batch = {"src": torch.zeros(2, 5), "tgt_in": torch.zeros(2, 6)}
+    stopped_at = []
+    for i in range(4):
+        budget.on_train_batch_end(trainer, SimpleNamespace(device="cpu"), None, batch, i)
+        stopped_at.append(trainer.should_stop)
+    assert stopped_at == [False, False, True, True] and budget.spent == 4 * step
+    restored = FlopBudget(None, cost)
+    restored.load_state_dict(budget.state_dict())
+    assert restored.spent == 4 * step  # a resumed run counts on from here
+
+
+def test_budget_limits_map_each_kind():
+    model = make_tiny_model("cnn")
+    max_time, counter = budget_limits(BudgetConfig("time", 90), model)
+    assert max_time == timedelta(seconds=90) and counter.limit is None
+    max_time, counter = budget_limits(BudgetConfig("flops", 2e9), model)
+    assert max_time is None and counter.limit == 2e9
+    max_time, counter = budget_limits(BudgetConfig(), model)
+    assert max_time is None and counter.limit is None and counter.cost(1, 2, 2) == counter.cost.grid[2, 2]

@@ -1,0 +1,75 @@
+"""Atomic checkpoint writes, the run fingerprint, resuming only the same run, and exact averaging."""
+import pytest
+import torch
+
+from nmtbench.training.checkpoints import AtomicCheckpointIO, average_state_dicts, resumable_checkpoint, run_fingerprint
+
+BLOCK, TRAIN = {"family": "transformer", "d_model": 16}, {"seed": 1, "lr": 0.001}
+
+
+def test_a_failed_save_leaves_the_previous_checkpoint_whole(tmp_path):
+    path = tmp_path / "last.ckpt"
+    AtomicCheckpointIO().save_checkpoint({"step": 1}, path)
+    with pytest.raises(Exception, match="pickle"):
+        AtomicCheckpointIO().save_checkpoint({"step": 2, "bad": lambda: None}, path)  # a lambda cannot be pickled
+    assert torch.load(path, weights_only=False) == {"step": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]
+
+
+def test_the_fingerprint_changes_with_model_train_and_vocabulary_only():
+    fingerprint = run_fingerprint(BLOCK, TRAIN, "abc")
+    assert fingerprint == run_fingerprint(dict(reversed(BLOCK.items())), TRAIN, "abc")  # key order does not count
+    assert fingerprint != run_fingerprint({**BLOCK, "d_model": 32}, TRAIN, "abc")
+    assert fingerprint != run_fingerprint(BLOCK, {**TRAIN, "seed": 2}, "abc")
+    assert fingerprint != run_fingerprint(BLOCK, TRAIN, "abd")
+
+
+def write_last(folder, fingerprint, step=7):
+    folder.mkdir(exist_ok=True)
+    torch.save({"global_step": step, "nmtbench": {"run": fingerprint}}, folder / "last.ckpt")
+
+
+def test_only_the_same_run_resumes_and_another_is_set_aside(tmp_path, capsys):
+    unfinished = tmp_path / "unfinished"
+    assert resumable_checkpoint(unfinished, "mine") is None  # nothing to resume
+    write_last(unfinished, "mine")
+    assert resumable_checkpoint(unfinished, "mine") == unfinished / "last.ckpt"
+    assert f"resuming {unfinished / 'last.ckpt'} at step 7" in capsys.readouterr().err
+    write_last(unfinished, "theirs")
+    assert resumable_checkpoint(unfinished, "mine", set_aside=False) is None and unfinished.is_dir()
+    assert resumable_checkpoint(unfinished, "mine") is None
+    (aside,) = tmp_path.glob("unfinished.set-aside-*")
+    assert not unfinished.exists() and torch.load(aside / "last.ckpt", weights_only=False)["nmtbench"]["run"] == "theirs"
+    assert "holds another run's checkpoints" in capsys.readouterr().err
+
+
+def test_an_unreadable_last_checkpoint_is_set_aside(tmp_path):
+    unfinished = tmp_path / "unfinished"
+    unfinished.mkdir()
+    (unfinished / "last.ckpt").write_bytes(b"half a checkpoint")
+    assert resumable_checkpoint(unfinished, "mine") is None
+    (aside,) = tmp_path.glob("unfinished.set-aside-*")
+    assert (aside / "last.ckpt").read_bytes() == b"half a checkpoint"
+
+
+def test_averaged_weights_are_the_exact_mean(tmp_path):
+    paths = []
+    for i, value in enumerate([1.0, 2.0, 6.0]):
+        state = {"w": torch.full((2, 3), value), "half": torch.full((2,), value, dtype=torch.bfloat16),
+                 "count": torch.tensor(i)}
+        paths.append(tmp_path / f"{i}.ckpt")
+        torch.save({"state_dict": state}, paths[-1])
+    averaged = average_state_dicts(paths)
+    assert torch.equal(averaged["w"], torch.full((2, 3), 3.0))
+    assert averaged["half"].dtype == torch.bfloat16 and torch.equal(averaged["half"], torch.full((2,), 3.0, dtype=torch.bfloat16))
+    assert averaged["count"] == 2  # integer buffers are not averaged: the last checkpoint's
+
+
+def test_averaging_random_weights_equals_the_float64_mean(tmp_path):
+    torch.manual_seed(0)
+    weights = [torch.randn(4, 5) for _ in range(4)]
+    for i, w in enumerate(weights):
+        torch.save({"state_dict": {"w": w}}, tmp_path / f"{i}.ckpt")
+    averaged = average_state_dicts([tmp_path / f"{i}.ckpt" for i in range(4)])
+    expected = (torch.stack([w.double() for w in weights]).sum(0) / 4).float()
+    assert torch.equal(averaged["w"], expected)
