@@ -154,7 +154,9 @@ def test_translate_reads_a_file_or_standard_input(project, tmp_path):
 def test_two_process_data_parallel_training_on_cpu(project, tmp_path):
     """train with devices=2 strategy=ddp (gloo): both ranks step through disjoint halves of the batches."""
     raw = yaml.safe_load(open("params.yaml"))
-    raw["train"].update({"devices": 2, "strategy": "ddp", "accelerator": "cpu", "num_threads": 1})
+    # early stopping and the best checkpoint on BLEU: every rank must see the same val/bleu or one would raise or hang
+    raw["train"].update({"devices": 2, "strategy": "ddp", "accelerator": "cpu", "num_threads": 1,
+                         "early_stopping_metric": "bleu", "early_stopping_patience": 2})
     open("params.yaml", "w").write(yaml.safe_dump(raw))
     done = subprocess.run([sys.executable, "-m", "nmtbench", "train", "tiny"], capture_output=True, text=True,
                           timeout=600)
@@ -166,3 +168,7 @@ def test_two_process_data_parallel_training_on_cpu(project, tmp_path):
     batches = TokenBatchSampler([len(s) for s in train.src_ids], [len(t) for t in train.tgt_ids], 64, True).batches()
     assert metrics["steps"] == metrics["epochs"] * (len(batches) // 2)
     assert len(list(Path("wandb").glob("offline-run-*"))) == 1  # rank 0 alone logs
+    _, rows = read_curve()  # one row per validation, tokens summed over both ranks, BLEU broadcast from rank 0
+    assert [row["step"] for row in rows] == [metrics["steps"] // 2, metrics["steps"]]
+    assert rows[-1]["target_tokens"] == metrics["target_tokens"]
+    assert max(row["val_bleu"] for row in rows) == metrics["best_val_bleu"]
