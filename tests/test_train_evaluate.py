@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from nmtbench.config import DataConfig, TokenizeConfig, merge, parse_params
@@ -102,12 +103,20 @@ def test_val_bleu_drives_early_stopping_and_the_best_checkpoint(project, make_da
     assert [r["val/bleu"] for r in read_offline_run(run)["history"] if "val/bleu" in r] == pytest.approx(bleus, abs=1e-4)
 
 
-def test_bf16_mixed_precision_trains_on_cpu(project):
-    cfg = dataclasses.replace(project.train, precision="bf16-mixed")
-    metrics = train(dataclasses.replace(project, train=cfg), "tiny")
+def test_bf16_mixed_precision_trains_on_cpu_and_val_bleu_can_be_off(project):
+    cfg = dataclasses.replace(project.train, precision="bf16-mixed", val_bleu_sentences=0)
+    linear_outputs = set()  # proof that autocast ran the matrix products in bf16
+    hook = torch.nn.modules.module.register_module_forward_hook(
+        lambda module, inputs, output: linear_outputs.add(output.dtype) if isinstance(module, torch.nn.Linear) else None)
+    try:
+        metrics = train(dataclasses.replace(project, train=cfg), "tiny")
+    finally:
+        hook.remove()
+    assert torch.bfloat16 in linear_outputs
     _, rows = read_curve()
     assert metrics["steps"] > 0 and math.isfinite(metrics["best_val_loss"])
-    assert all(math.isfinite(row["train_loss"]) and math.isfinite(row["val_loss"]) for row in rows)
+    assert len(rows) == 2 and all(math.isfinite(row["train_loss"]) and math.isfinite(row["val_loss"]) for row in rows)
+    assert metrics["best_val_bleu"] is None and all(row["val_bleu"] is None for row in rows)
 
 
 def test_evaluate_and_beam_sweep_score_every_sentence(project):
