@@ -94,6 +94,8 @@ def test_val_bleu_drives_early_stopping_and_the_best_checkpoint(project, make_da
     assert max(bleus) > 0 and metrics["best_val_bleu"] == max(bleus)
     assert len(rows) < 200 and len(rows) - 1 - best == 15  # stopped 15 validations without a better BLEU
     assert metrics["best_val_loss"] == min(row["val_loss"] for row in rows)
+    saved = torch.load("models/tiny/best.ckpt", weights_only=False)["callbacks"]["LearningCurve"]["rows"]
+    assert [row["step"] for row in saved] == [row["step"] for row in rows[: best + 1]]  # a resume continues the curve
 
     tokenizer = Tokenizer("data/tokenized")
     val = load_tokenized("data/tokenized")["val"]
