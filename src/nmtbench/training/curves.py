@@ -59,9 +59,10 @@ class LearningCurve(L.Callback):
     def __init__(self, path: Path):
         self.path, self.rows = Path(path), []
         self._loss_sum, self._batches, self._elapsed = 0.0, 0, 0.0
+        self._started: float | None = None  # perf_counter() at which training, resumed or not, began
 
     def state_dict(self) -> dict:
-        elapsed = time.perf_counter() - self._started if hasattr(self, "_started") else self._elapsed
+        elapsed = self._elapsed if self._started is None else time.perf_counter() - self._started
         return {"rows": self.rows, "elapsed": elapsed, "loss_sum": float(self._loss_sum), "batches": self._batches}
 
     def load_state_dict(self, state: dict) -> None:
