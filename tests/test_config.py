@@ -2,6 +2,7 @@ import pytest
 import yaml
 
 from nmtbench.config import ConfigError, load_params, merge, parse_params
+from nmtbench.models.registry import model_config
 
 
 def raw():
@@ -27,6 +28,10 @@ def test_default_params_load():
     ({"train": {"average_last": -1}}, "train.average_last: must be >= 0"),
     ({"train": {"batch_size": 3}}, "train: unknown key(s) batch_size"),
     ({"wandb": {"mode": "cloud"}}, "wandb.mode: 'cloud' is not valid"),
+    ({"train": {"early_stopping_metric": "bleu", "val_bleu_sentences": 0}},
+     "train.early_stopping_metric: bleu needs validation BLEU; set train.val_bleu_sentences above 0"),
+    ({"train": {"early_stopping_metric": "chrf"}}, "train.early_stopping_metric: 'chrf' is not valid; choose one of loss, bleu"),
+    ({"train": {"val_bleu_sentences": -1}}, "train.val_bleu_sentences: must be >= 0"),
     ({"trian": {}}, "params: unknown block(s) trian"),
 ])
 def test_bad_params_name_the_key_and_the_fix(override, message):
@@ -49,3 +54,13 @@ def test_merge_is_deep_and_leaves_its_inputs_alone():
 def test_missing_params_file_says_where_to_run(tmp_path):
     with pytest.raises(ConfigError, match="no such params file"):
         load_params(tmp_path / "params.yaml")
+
+
+@pytest.mark.parametrize("profile", ["smoke", "gpu"])
+def test_every_profile_overrides_only_known_keys(profile):
+    with open(f"profiles/{profile}.yaml") as f:
+        overrides = yaml.safe_load(f)
+    params = parse_params(merge(raw(), overrides))
+    assert set(params.models) == set(raw()["models"])  # a profile adjusts the grid, never adds a model by a typo
+    for name, block in params.models.items():
+        model_config(name, block)  # every overridden key exists in its family

@@ -1,5 +1,8 @@
 """The train, evaluate, beam-sweep and translate commands on a tiny dataset, in a scratch project folder."""
+import csv
+import dataclasses
 import json
+import math
 import signal
 import subprocess
 import sys
@@ -13,12 +16,16 @@ import yaml
 from nmtbench.config import DataConfig, TokenizeConfig, merge, parse_params
 from nmtbench.data.batching import TokenBatchSampler, TranslationData
 from nmtbench.data.prepare import prepare
-from nmtbench.data.tokenizer import Tokenizer, tokenize
+from nmtbench.data.tokenizer import Tokenizer, load_tokenized, tokenize
 from nmtbench.evaluation.beam_sweep import beam_sweep
+from nmtbench.decoding.translator import Translator
 from nmtbench.evaluation.evaluate import evaluate
+from nmtbench.evaluation.scoring import score
+from nmtbench.training.curves import CURVE_COLUMNS, GREEDY
 from nmtbench.training.module import TranslationModule
 from nmtbench.training.train import CheckpointError, load_model, train
 from nmtbench.tracking import read_offline_run
+from conftest import tiny_files
 
 TINY_PARAMS = {
     "data": {"max_length": 8},
@@ -50,7 +57,7 @@ def project(tmp_path, monkeypatch, make_data_mirror):
 def test_train_writes_checkpoint_metrics_and_an_offline_wandb_run(project):
     metrics = train(project, "tiny")
     assert set(metrics) == {"params", "train_seconds", "train_tokens_per_s", "best_val_loss", "best_val_ppl",
-                            "steps", "epochs", "target_tokens", "train_flops"}
+                            "best_val_bleu", "steps", "epochs", "target_tokens", "train_flops"}
     assert metrics["epochs"] == 2 and metrics["steps"] > 0
     assert json.loads(open("metrics/tiny/train.json").read()) == metrics
     assert sorted(p.name for p in Path("models/tiny").iterdir()) == ["best.ckpt", "spm.model", "vocab.json"]
@@ -58,6 +65,63 @@ def test_train_writes_checkpoint_metrics_and_an_offline_wandb_run(project):
     logged = read_offline_run(run)
     assert logged["summary"]["best_val_loss"] == metrics["best_val_loss"]
     assert min(r["val/loss"] for r in logged["history"] if "val/loss" in r) == pytest.approx(metrics["best_val_loss"], abs=1e-4)
+
+
+def read_curve(path="metrics/tiny/learning_curve.csv"):
+    with open(path) as f:
+        reader = csv.DictReader(f)
+        return tuple(reader.fieldnames), [{k: float(v) if v else None for k, v in row.items()} for row in reader]
+
+
+@pytest.mark.slow
+def test_val_bleu_drives_early_stopping_and_the_best_checkpoint(project, make_data_mirror):
+    """Val equals train, so greedy BLEU climbs as the model memorises, then stalls and stops the run."""
+    files = tiny_files()
+    for lang in ("en", "de", "fr"):
+        files[f"val.{lang}.gz"] = files[f"train.{lang}.gz"]
+    mirror, checksums = make_data_mirror(files, name="memorise")
+    prepare(DataConfig(max_length=8), mirror, checksums=checksums)
+    tokenize(TokenizeConfig(vocab_size=305))
+    cfg = dataclasses.replace(project.train, max_epochs=200, lr=0.01, schedule="constant", val_bleu_sentences=None,
+                              early_stopping_metric="bleu", early_stopping_patience=15)
+    model = {"family": "transformer", "d_model": 64, "heads": 2, "layers": 1, "d_ff": 128, "dropout": 0.0}
+    metrics = train(dataclasses.replace(project, train=cfg, models={"tiny": model}), "tiny")
+
+    columns, rows = read_curve()
+    assert columns == CURVE_COLUMNS
+    assert [row["epoch"] for row in rows] == [float(e) for e in range(1, metrics["epochs"] + 1)]
+    assert rows[-1]["step"] == metrics["steps"] and rows[-1]["target_tokens"] == metrics["target_tokens"]
+    assert all(a["wall_seconds"] < b["wall_seconds"] and a["step"] < b["step"] for a, b in zip(rows, rows[1:]))
+    bleus = [row["val_bleu"] for row in rows]
+    best = bleus.index(max(bleus))
+    assert max(bleus) > 0 and metrics["best_val_bleu"] == max(bleus)
+    assert len(rows) < 200 and len(rows) - 1 - best == 15  # stopped 15 validations without a better BLEU
+    assert metrics["best_val_loss"] == min(row["val_loss"] for row in rows)
+    saved = torch.load("models/tiny/best.ckpt", weights_only=False)["callbacks"]["LearningCurve"]["rows"]
+    assert [row["step"] for row in saved] == [row["step"] for row in rows[: best + 1]]  # a resume continues the curve
+
+    tokenizer = Tokenizer("data/tokenized")
+    val = load_tokenized("data/tokenized")["val"]
+    found = Translator(load_model("models/tiny/best.ckpt", tokenizer), tokenizer, GREEDY).translate_ids(list(val["src_ids"]))
+    assert score([tokenizer.decode(h[0].tokens) for h in found], list(val["tgt"]))["bleu"] == max(bleus)
+    (run,) = Path("wandb").glob("offline-run-*")
+    assert [r["val/bleu"] for r in read_offline_run(run)["history"] if "val/bleu" in r] == pytest.approx(bleus, abs=1e-4)
+
+
+def test_bf16_mixed_precision_trains_on_cpu_and_val_bleu_can_be_off(project):
+    cfg = dataclasses.replace(project.train, precision="bf16-mixed", val_bleu_sentences=0)
+    linear_outputs = set()  # proof that autocast ran the matrix products in bf16
+    hook = torch.nn.modules.module.register_module_forward_hook(
+        lambda module, inputs, output: linear_outputs.add(output.dtype) if isinstance(module, torch.nn.Linear) else None)
+    try:
+        metrics = train(dataclasses.replace(project, train=cfg), "tiny")
+    finally:
+        hook.remove()
+    assert torch.bfloat16 in linear_outputs
+    _, rows = read_curve()
+    assert metrics["steps"] > 0 and math.isfinite(metrics["best_val_loss"])
+    assert len(rows) == 2 and all(math.isfinite(row["train_loss"]) and math.isfinite(row["val_loss"]) for row in rows)
+    assert metrics["best_val_bleu"] is None and all(row["val_bleu"] is None for row in rows)
 
 
 def test_evaluate_and_beam_sweep_score_every_sentence(project):
@@ -104,7 +168,9 @@ def test_translate_reads_a_file_or_standard_input(project, tmp_path):
 def test_two_process_data_parallel_training_on_cpu(project, tmp_path):
     """train with devices=2 strategy=ddp (gloo): both ranks step through disjoint halves of the batches."""
     raw = yaml.safe_load(open("params.yaml"))
-    raw["train"].update({"devices": 2, "strategy": "ddp", "accelerator": "cpu", "num_threads": 1})
+    # early stopping and the best checkpoint on BLEU: every rank must see the same val/bleu or one would raise or hang
+    raw["train"].update({"devices": 2, "strategy": "ddp", "accelerator": "cpu", "num_threads": 1,
+                         "early_stopping_metric": "bleu", "early_stopping_patience": 2})
     open("params.yaml", "w").write(yaml.safe_dump(raw))
     done = subprocess.run([sys.executable, "-m", "nmtbench", "train", "tiny"], capture_output=True, text=True,
                           timeout=600)
@@ -116,6 +182,10 @@ def test_two_process_data_parallel_training_on_cpu(project, tmp_path):
     batches = TokenBatchSampler([len(s) for s in train.src_ids], [len(t) for t in train.tgt_ids], 64, True).batches()
     assert metrics["steps"] == metrics["epochs"] * (len(batches) // 2)
     assert len(list(Path("wandb").glob("offline-run-*"))) == 1  # rank 0 alone logs
+    _, rows = read_curve()  # one row per validation, tokens summed over both ranks, BLEU broadcast from rank 0
+    assert [row["step"] for row in rows] == [metrics["steps"] // 2, metrics["steps"]]
+    assert rows[-1]["target_tokens"] == metrics["target_tokens"]
+    assert max(row["val_bleu"] for row in rows) == metrics["best_val_bleu"]
 
 
 def set_train_params(**train):
