@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import torch
+import yaml
 
 from nmtbench.config import load_params
 from nmtbench.data.batching import TokenBatchSampler, collate
@@ -36,10 +37,8 @@ from nmtbench.models.flops import training_step_flops
 from nmtbench.training.module import TranslationModule
 
 FAMILIES = ["lstm_attention_additive", "transformer", "transformer_prenorm", "decoder_only", "cnn", "joeynmt_rnn"]
-# JoeyNMT's RNN as its peer benchmark configures it: 2-layer bidirectional LSTM encoder, 256 per direction,
-# 2-layer LSTM decoder of 512, embeddings 256, Bahdanau attention, input feeding
-PEER_BLOCKS = {"joeynmt_rnn": {"family": "rnn", "cell": "lstm", "bidirectional": True, "layers": 2, "embed_dim": 256,
-                               "hidden_dim": 512, "attention": "additive", "input_feeding": True, "dropout": 0.1}}
+# JoeyNMT's RNN as its peer benchmark configures it, from the profile the decoding benchmark's models train with
+PEER_BLOCKS = yaml.safe_load((Path(__file__).resolve().parents[1] / "profiles" / "peer.yaml").read_text())["models"]
 SEED = 42
 
 
