@@ -12,7 +12,7 @@ export WANDB_SILENT ?= true
 SMOKE_DIR ?= runs/smoke
 
 .DEFAULT_GOAL := help
-.PHONY: help setup repro smoke test test-fast bench-decode clean-smoke
+.PHONY: help setup repro smoke test test-fast bench-decode claims clean-smoke
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -40,6 +40,9 @@ test-fast: $(VENV)/.installed ## unit tests only (skips tests marked slow)
 
 bench-decode: $(VENV)/.installed ## decoding speed of every trained model at beam 1 and 5 (after make repro)
 	python benchmarks/decode_speed.py
+
+claims: $(VENV)/.installed ## the textbook claims measured: results/claims.md and its plots (dvc repro analyze)
+	dvc repro analyze
 
 clean-smoke: ## delete the smoke workspace
 	rm -rf $(SMOKE_DIR)
