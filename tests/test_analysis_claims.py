@@ -34,7 +34,7 @@ def measurements():
     recurrent = dict(flops=lambda T: 4 * T * d * d, memory=lambda T: 100 * T, seconds=lambda T: 0.01 * T,
                      steps=lambda T: 3 * T + 2, path=lambda T: 3 * T)
     lstm = {**recurrent, "flops": lambda T: 16 * T * d * d, "memory": lambda T: 400 * T}
-    attention = dict(flops=lambda T: 24 * T * d * d + 4 * T * T * d * 8, memory=lambda T: 10 * T * T,
+    attention = dict(flops=lambda T: 24 * T * d * d + 8 * T * T * d, memory=lambda T: 10 * T * T,
                      seconds=lambda T: 0.01 + 0.0001 * T, steps=lambda T: 40, path=lambda T: 12)
     cnn = dict(flops=lambda T: 12 * T * d * d, memory=lambda T: 50 * T, seconds=lambda T: 0.002 * T,
                steps=lambda T: 30, path=lambda T: 10 if T <= 8 else None)
@@ -61,21 +61,21 @@ def test_slope_and_crossover():
     assert slope([8, 16, 32], [1.0, 5.0, 5.0]) == 0.0
     assert slope([8, 16], [None, 4.0]) is None
     m = measurements()
-    assert crossover(m["complexity"], "rnn", "cnn") is None  # 4 T d^2 never above 12 T d^2
-    assert crossover(m["complexity"], "transformer", "rnn") == 8
+    assert crossover(m["complexity"], "transformer", "rnn") == pytest.approx(4 * 16 * 16 / (8 * 16))  # c / b
+    assert crossover(m["complexity"], "cnn", "rnn") is None  # no T^2 term
 
 
 def test_every_claim_holds_on_textbook_like_measurements():
-    m = measurements()
-    m["complexity"]["transformer"]["rows"][0]["forward_flops"] = 0  # the transformer is cheaper at T = 8 ...
-    m["complexity"]["transformer"]["rows"][1]["forward_flops"] = 10 ** 9  # ... and dearer from T = 16 = d
-    rows = verdicts(m)
+    rows = verdicts(measurements())
     assert [r["claim"] for r in rows] == list(range(1, 10))
     assert {r["claim"]: r["verdict"] for r in rows} == dict.fromkeys(range(1, 10), HOLDS)
 
 
-def test_claim_one_fails_when_recurrent_flops_grow_faster_than_linearly():
+def test_claim_one_fails_when_recurrent_flops_grow_faster_than_linearly_and_notes_a_far_crossover():
     m = measurements()
+    for row in m["complexity"]["rnn"]["rows"]:
+        row["forward_flops"] *= 100  # the crossover moves from 8 to 800, beyond 4 d = 64
+    assert verdict_of(m, 1) == CAVEAT and "T = 800" in verdicts(m)[0]["measurement"]
     for row in m["complexity"]["rnn"]["rows"]:
         row["forward_flops"] = row["length"] ** 2
     assert verdict_of(m, 1) == FAILS

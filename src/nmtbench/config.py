@@ -192,24 +192,24 @@ class AnalyzeConfig:
     param_widths: list = field(default_factory=lambda: [32, 64, 128])
     lengths: list = field(default_factory=lambda: [8, 16, 32, 64, 128, 256, 512, 1024])
     batch_size: int = 4
-    vocab_size: int = 32
+    vocab_size: int = 20
     repeats: int = 3
     models: dict = field(default_factory=dict)  # name -> model block; sizes may be written d, 2d, 4d, ...
     gradient_models: list = field(default_factory=list)
     probe_length: int = 32
     probe_rows: int = 8
-    probe_steps: int = 200
-    batch_tokens: int = 1024
-    lr: float = 0.001
+    probe_steps: int = 100
+    batch_tokens: int = 512
+    lr: float = 0.003
     warmup_steps: int = 50
     clip: float = 1.0
     roles: dict = field(default_factory=dict)  # role of a claim (e.g. attention) -> a model of analyze.models
     span_threshold: float = 0.01
     synthetic_models: list = field(default_factory=list)
     tasks: list = field(default_factory=lambda: ["copy", "reverse", "agreement"])
-    train_length: int = 20
+    train_length: int = 10
     min_length: int = 5
-    synthetic_steps: int = 400
+    synthetic_steps: int = 300
     synthetic_batch: int = 32
     test_examples: int = 20
 
