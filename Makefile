@@ -12,7 +12,7 @@ export WANDB_SILENT ?= true
 SMOKE_DIR ?= runs/smoke
 
 .DEFAULT_GOAL := help
-.PHONY: help setup repro smoke test test-fast bench-decode bench-train clean-smoke
+.PHONY: help setup repro smoke test test-fast bench-decode bench-train claims clean-smoke
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -43,6 +43,9 @@ bench-decode: $(VENV)/.installed ## decoding speed of every trained model at bea
 
 bench-train: $(VENV)/.installed ## training tokens/s and share of matmul peak, fp32 and bf16, per model family (after dvc repro tokenize)
 	python benchmarks/train_throughput.py
+
+claims: $(VENV)/.installed ## the textbook claims measured: results/claims.md and its plots (dvc repro analyze)
+	dvc repro analyze
 
 clean-smoke: ## delete the smoke workspace
 	rm -rf $(SMOKE_DIR)

@@ -33,6 +33,11 @@ def test_default_params_load():
     ({"train": {"early_stopping_metric": "chrf"}}, "train.early_stopping_metric: 'chrf' is not valid; choose one of loss, bleu"),
     ({"train": {"val_bleu_sentences": -1}}, "train.val_bleu_sentences: must be >= 0"),
     ({"trian": {}}, "params: unknown block(s) trian"),
+    ({"analyze": {"device": "tpu"}}, "analyze.device: 'tpu' is not valid; choose one of cpu, cuda"),
+    ({"analyze": {"lengths": [8]}}, "analyze.lengths: expected at least two positive integers"),
+    ({"analyze": {"roles": {"rnn": "gpt"}}}, "analyze.roles.rnn: 'gpt' is not valid; choose one of rnn, gru"),
+    ({"analyze": {"gradient_models": ["rnn"]}}, "analyze.gradient_models: add gru (role gru of claim 4)"),
+    ({"analyze": {"train_length": 150}}, "analyze.train_length: must be in [min_length, 100]"),
 ])
 def test_bad_params_name_the_key_and_the_fix(override, message):
     with pytest.raises(ConfigError) as error:

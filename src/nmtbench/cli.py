@@ -52,6 +52,13 @@ def _beam_sweep(args):
     print(Path("results/beam_sweep.md").read_text())
 
 
+def _analyze(args):
+    from nmtbench.analysis.analyze import analyze
+
+    analyze(load_params(args.params))
+    print(Path("results/claims.md").read_text())
+
+
 def _translate(args):
     import dataclasses
 
@@ -92,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         command.set_defaults(run=run)
     commands.add_parser("compare", help="the side-by-side table of every model").set_defaults(run=_compare)
     commands.add_parser("beam-sweep", help="BLEU and speed of one model over beam sizes and alphas").set_defaults(run=_beam_sweep)
+    commands.add_parser("analyze", help="measure the textbook claims about RNNs and Transformers").set_defaults(run=_analyze)
     translate = commands.add_parser("translate", help="translate a file or standard input with a trained model")
     translate.add_argument("model_dir", help="a trained model folder, e.g. models/transformer")
     translate.add_argument("input", nargs="?", default="-", help="one sentence per line (default: standard input)")

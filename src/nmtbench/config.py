@@ -204,6 +204,77 @@ class BeamSweepConfig:
             positive("beam_sweep.max_sentences", self.max_sentences)
 
 
+# what each claim compares: analyze.roles maps every role to one of analyze.models
+ANALYZE_ROLES = ("rnn", "gru", "lstm", "transformer", "cnn", "bottleneck", "attention", "sinusoidal", "learned",
+                 "decoder_only", "encoder_decoder")
+
+
+@dataclass
+class AnalyzeConfig:
+    device: str = "cpu"
+    seed: int = 0
+    width: int = 64
+    param_widths: list = field(default_factory=lambda: [32, 64, 128])
+    lengths: list = field(default_factory=lambda: [8, 16, 32, 64, 128, 256, 512, 1024])
+    batch_size: int = 4
+    vocab_size: int = 20
+    repeats: int = 3
+    models: dict = field(default_factory=dict)  # name -> model block; sizes may be written d, 2d, 4d, ...
+    gradient_models: list = field(default_factory=list)
+    probe_length: int = 32
+    probe_rows: int = 8
+    probe_steps: int = 100
+    batch_tokens: int = 512
+    lr: float = 0.003
+    warmup_steps: int = 50
+    clip: float = 1.0
+    roles: dict = field(default_factory=dict)  # role of a claim (e.g. attention) -> a model of analyze.models
+    span_threshold: float = 0.01
+    synthetic_models: list = field(default_factory=list)
+    tasks: list = field(default_factory=lambda: ["copy", "reverse", "agreement"])
+    train_length: int = 10
+    min_length: int = 5
+    synthetic_steps: int = 300
+    synthetic_batch: int = 32
+    test_examples: int = 20
+
+    def __post_init__(self):
+        choice("analyze.device", self.device, ("cpu", "cuda"))
+        for key in ("width", "batch_size", "vocab_size", "repeats", "probe_length", "probe_rows", "probe_steps",
+                    "batch_tokens", "lr", "train_length", "min_length", "synthetic_steps", "synthetic_batch",
+                    "test_examples", "span_threshold"):
+            positive(f"analyze.{key}", getattr(self, key))
+        positive("analyze.clip", self.clip)
+        positive("analyze.warmup_steps", self.warmup_steps, allow_zero=True)
+        for key in ("param_widths", "lengths"):
+            values = getattr(self, key)
+            if len(values) < 2 or not all(isinstance(v, int) and v > 0 for v in values):
+                raise ConfigError(f"analyze.{key}: expected at least two positive integers, got {values!r}")
+        if not self.models:
+            raise ConfigError("analyze.models: define the models to measure, e.g. analyze.models.transformer")
+        for key in ("gradient_models", "synthetic_models"):
+            for name in getattr(self, key):
+                choice(f"analyze.{key}", name, self.models)
+        missing = sorted(set(ANALYZE_ROLES) - set(self.roles))
+        if missing:
+            raise ConfigError(f"analyze.roles: missing {', '.join(missing)}; name a model of analyze.models for each")
+        for role, name in self.roles.items():
+            choice(f"analyze.roles.{choice('analyze.roles', role, ANALYZE_ROLES)}", name, self.models)
+        for role in ("bottleneck", "attention", "sinusoidal", "learned", "decoder_only", "encoder_decoder"):
+            if self.roles[role] not in self.synthetic_models:
+                raise ConfigError(f"analyze.synthetic_models: add {self.roles[role]} (role {role} of claims 5-7)")
+        for role in ("rnn", "gru", "lstm", "transformer"):
+            if self.roles[role] not in self.gradient_models:
+                raise ConfigError(f"analyze.gradient_models: add {self.roles[role]} (role {role} of claim 4)")
+        for task in self.tasks:
+            choice("analyze.tasks", task, ("copy", "reverse", "agreement"))
+        if not self.min_length <= self.train_length <= 100:
+            raise ConfigError(f"analyze.train_length: must be in [min_length, 100] so tests reach 2L <= 200, "
+                              f"got {self.train_length}")
+        if self.vocab_size < 8:
+            raise ConfigError(f"analyze.vocab_size: must be at least 8 (4 special tokens and symbols), got {self.vocab_size}")
+
+
 @dataclass
 class WandbConfig:
     project: str = "nmtbench"
@@ -223,6 +294,7 @@ class Params:
     beam_sweep: BeamSweepConfig
     wandb: WandbConfig
     models: dict  # name -> raw block; models.registry validates and builds each
+    analyze: AnalyzeConfig | None = None  # only the analyze stage reads it
 
     def model_block(self, name: str) -> dict:
         if name not in self.models:
@@ -235,10 +307,10 @@ class Params:
 def parse_params(raw: dict) -> Params:
     sections = {"data": DataConfig, "tokenize": TokenizeConfig, "train": TrainConfig,
                 "evaluate": DecodeConfig, "beam_sweep": BeamSweepConfig, "wandb": WandbConfig}
-    unknown = sorted(set(raw) - set(sections) - {"models"})
+    unknown = sorted(set(raw) - set(sections) - {"models", "analyze"})
     if unknown:
         raise ConfigError(f"params: unknown block(s) {', '.join(unknown)}; valid blocks are "
-                          f"{', '.join([*sections, 'models'])}")
+                          f"{', '.join([*sections, 'models', 'analyze'])}")
     built = {key: from_dict(cls, raw.get(key), key) for key, cls in sections.items()}
     models = raw.get("models") or {}
     if not isinstance(models, dict) or not models:
@@ -246,7 +318,8 @@ def parse_params(raw: dict) -> Params:
     if built["beam_sweep"].model not in (None, *models):
         raise ConfigError(f"beam_sweep.model: {built['beam_sweep'].model!r} is not a model of params.yaml; "
                           f"choose one of {', '.join(models)}")
-    return Params(**built, models=models)
+    analyze = from_dict(AnalyzeConfig, raw["analyze"], "analyze") if "analyze" in raw else None
+    return Params(**built, models=models, analyze=analyze)
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:

@@ -1,0 +1,1 @@
+"""The textbook claims about RNNs and Transformers, measured on the project's own models (stage `analyze`)."""

@@ -1,0 +1,46 @@
+"""Stage `analyze`: measure, judge every claim, and write results/claims.md, results/claims.json and
+the plots in results/claims/."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from nmtbench.analysis import plots
+from nmtbench.analysis.claims import table, verdicts
+from nmtbench.analysis.complexity import sweep
+from nmtbench.analysis.gradients import probe
+from nmtbench.analysis.sizing import at_width
+from nmtbench.analysis.synthetic import run_tasks
+from nmtbench.config import ConfigError, Params
+from nmtbench.files import atomic_dir, write_json, write_text
+from nmtbench.models.registry import model_config
+from nmtbench.training.train import read_vocab
+
+
+def device_name(device: str) -> str:
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    return f"CPU, {torch.get_num_threads()} thread{'s' if torch.get_num_threads() > 1 else ''}"
+
+
+def analyze(params: Params, tokenized_dir: Path = Path("data/tokenized"), out_dir: Path = Path("results")) -> list[dict]:
+    cfg = params.analyze
+    if cfg is None:
+        raise ConfigError("analyze: params.yaml has no analyze block; add one (see README, 'The textbook claims, measured')")
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("analyze.device: cuda, but no GPU is visible; set analyze.device: cpu")
+    for name, block in cfg.models.items():  # refuse a bad block before any work
+        model_config(name, at_width(name, block, cfg.width))
+    read_vocab(tokenized_dir)
+    measurements = {"width": cfg.width, "device": device_name(cfg.device), "train_length": cfg.train_length,
+                    "min_length": cfg.min_length, "span_threshold": cfg.span_threshold, "roles": cfg.roles,
+                    "complexity": sweep(cfg), "gradients": probe(cfg, tokenized_dir), "synthetic": run_tasks(cfg)}
+    rows = verdicts(measurements)
+    with atomic_dir(out_dir / "claims") as plot_dir:
+        plots.complexity(measurements["complexity"], cfg.width, plot_dir / "complexity.png")
+        plots.gradients(measurements["gradients"], plot_dir / "gradients.png")
+        plots.synthetic(measurements["synthetic"], cfg.train_length, plot_dir / "synthetic.png")
+    write_json(out_dir / "claims.json", {"verdicts": rows, "measurements": measurements})
+    write_text(out_dir / "claims.md", table(rows, measurements))
+    return rows

@@ -1,0 +1,46 @@
+"""Gradient probe: shape, causality, the curve by distance and the span."""
+import pytest
+import torch
+
+from conftest import TINY_VARIANTS, make_tiny_model
+from nmtbench.analysis.gradients import by_distance, gradient_map, span
+
+
+def probe_inputs(T=6, S=5):
+    generator = torch.Generator().manual_seed(0)
+    src = torch.randint(4, 20, (3, S), generator=generator)
+    tgt = torch.randint(4, 20, (3, T), generator=generator)
+    return src, src != 0, tgt, torch.roll(tgt, -1, dims=1)
+
+
+@pytest.mark.parametrize("name", ["rnn_none", "gru_none", "lstm_none", "lstm_additive", "transformer_post",
+                                  "transformer_relative", "decoder_only", "cnn"])
+def test_gradient_map_is_square_causal_and_nonzero_on_the_diagonal(name):
+    gradients = gradient_map(make_tiny_model(name), *probe_inputs())
+    assert gradients.shape == (6, 6)
+    assert torch.all(gradients.triu(1) == 0)  # the loss at t never depends on an input after t
+    assert torch.all(gradients.diagonal() > 0)
+
+
+def test_recurrent_models_reach_back_to_the_first_step_and_a_convolution_does_not():
+    assert gradient_map(make_tiny_model("rnn_none"), *probe_inputs())[-1, 0] > 0
+    assert TINY_VARIANTS["cnn_wide_kernel"]["kernel"] == 5  # one decoder layer: 4 steps back
+    gradients = gradient_map(make_tiny_model("cnn_wide_kernel"), *probe_inputs())
+    assert gradients[5, 1] > 0 and gradients[5, 0] == 0
+
+
+def test_by_distance_averages_each_diagonal():
+    gradients = torch.tensor([[4.0, 0.0, 0.0], [2.0, 6.0, 0.0], [1.0, 3.0, 8.0]])
+    assert by_distance(gradients) == [6.0, 2.5, 1.0]
+
+
+def test_span_is_the_first_distance_below_the_threshold():
+    assert span([1.0, 0.5, 0.009, 0.02], threshold=0.01) == 2
+    assert span([1.0, 0.5, 0.2], threshold=0.01) is None
+
+
+def test_a_model_without_a_target_embedding_is_refused():
+    model = make_tiny_model("rnn_none")
+    model.embed = torch.nn.Identity()  # tokens reach the model some other way
+    with pytest.raises((ValueError, RuntimeError)):
+        gradient_map(model, *probe_inputs())
