@@ -62,10 +62,11 @@ def test_dvc_metrics_show_the_same_numbers(smoke):
 @pytest.mark.slow
 def test_offline_wandb_runs_hold_the_logged_metrics(smoke):
     workspace, _ = smoke
-    runs = sorted((workspace / "wandb").glob("offline-run-*"))
-    assert len(runs) == len(load_params(workspace / "params.yaml").models)  # one per model
-    for run_dir in runs:
-        logged = read_offline_run(run_dir)
+    runs = [read_offline_run(run_dir) for run_dir in sorted((workspace / "wandb").glob("offline-run-*"))]
+    models = list(load_params(workspace / "params.yaml").models)
+    for job_type in ("train", "evaluate"):  # one of each per model
+        assert sorted(run["config"]["model"] for run in runs if run["run"]["job_type"] == job_type) == sorted(models)
+    for logged in (run for run in runs if run["run"]["job_type"] == "train"):
         model = logged["config"]["model"]
         train = json.loads((workspace / f"metrics/{model}/train.json").read_text())
         val_losses = [row["val/loss"] for row in logged["history"] if "val/loss" in row]

@@ -1,4 +1,5 @@
 """The train, evaluate, beam-sweep and translate commands on a tiny dataset, in a scratch project folder."""
+import dataclasses
 import json
 import subprocess
 import sys
@@ -7,14 +8,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nmtbench.config import DataConfig, TokenizeConfig, merge, parse_params
+from nmtbench.config import ConfigError, DataConfig, ReportConfig, TokenizeConfig, merge, parse_params
 from nmtbench.data.batching import TokenBatchSampler, TranslationData
 from nmtbench.data.prepare import prepare
 from nmtbench.data.tokenizer import Tokenizer, tokenize
 from nmtbench.evaluation.beam_sweep import beam_sweep
 from nmtbench.evaluation.evaluate import evaluate
 from nmtbench.training.train import CheckpointError, load_model, train
-from nmtbench.tracking import read_offline_run
+from nmtbench.tracking import read_offline_run, read_table
 
 TINY_PARAMS = {
     "data": {"max_length": 8},
@@ -52,6 +53,7 @@ def test_train_writes_checkpoint_metrics_and_an_offline_wandb_run(project):
     assert sorted(p.name for p in Path("models/tiny").iterdir()) == ["best.ckpt", "spm.model", "vocab.json"]
     (run,) = Path("wandb").glob("offline-run-*")
     logged = read_offline_run(run)
+    assert logged["run"] == {"name": "tiny", "group": "unit", "job_type": "train", "tags": ["tiny", "transformer", "seed42"]}
     assert logged["summary"]["best_val_loss"] == metrics["best_val_loss"]
     assert min(r["val/loss"] for r in logged["history"] if "val/loss" in r) == pytest.approx(metrics["best_val_loss"], abs=1e-4)
 
@@ -68,6 +70,35 @@ def test_evaluate_and_beam_sweep_score_every_sentence(project):
     assert [(r["beam"], r["alpha"]) for r in sweep["rows"]] == [(1, 1.0), (2, 1.0)]
     assert open("results/beam_sweep.png", "rb").read(4) == b"\x89PNG"
     assert "| 2 | 1 |" in open("results/beam_sweep.md").read()
+
+
+def test_evaluate_keeps_one_attention_map_and_logs_every_translation(project):
+    train(project, "tiny")
+    metrics = evaluate(project, "tiny")
+    attention = json.loads(open("metrics/tiny/attention.json").read())
+    assert (attention["split"], attention["sentence"]) == ("test_2016_flickr", 0)
+    assert "".join(attention["source_pieces"]).replace("\u2581", " ").strip() == "A cat."
+    weights = attention["weights"]
+    assert len(weights) == len(attention["target_pieces"]) >= 1
+    for row in weights:  # a Transformer's cross-attention: a distribution over the source pieces
+        assert len(row) == len(attention["source_pieces"]) and sum(row) == pytest.approx(1, abs=1e-3)
+    late = dataclasses.replace(project, report=ReportConfig(attention_sentence=2))
+    with pytest.raises(ConfigError, match="report.attention_sentence: 2 is beyond the 2 sentences of test_2016_flickr"):
+        evaluate(late, "tiny", metrics_path=Path("metrics/late/eval.json"))
+    assert not Path("metrics/late").exists()  # refused before any output
+
+    runs = {read_offline_run(r)["run"]["job_type"]: r for r in Path("wandb").glob("offline-run-*")}
+    assert sorted(runs) == ["evaluate", "train"]
+    logged = read_offline_run(runs["evaluate"])
+    assert logged["run"] == {"name": "tiny", "group": "unit", "job_type": "evaluate",
+                             "tags": ["tiny", "transformer", "seed42"]}
+    assert logged["config"]["beam"] == 2 and logged["config"]["family"] == "transformer"
+    assert logged["summary"]["test_2016_flickr/bleu"] == metrics["test_2016_flickr"]["bleu"]
+    table = read_table(runs["evaluate"], logged["summary"]["translations/test_2016_flickr"])
+    hypotheses = open("results/tiny/test_2016_flickr.txt").read().splitlines()
+    assert table["columns"] == ["index", "source", "reference", "hypothesis"]
+    assert table["data"] == [[0, "A cat.", "Eine Katze.", hypotheses[0]],
+                             [1, "Two birds fly.", "Zwei Vögel fliegen.", hypotheses[1]]]
 
 
 def test_a_checkpoint_from_another_vocabulary_is_refused(project, tmp_path):

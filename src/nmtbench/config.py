@@ -190,6 +190,16 @@ class WandbConfig:
 
 
 @dataclass
+class ReportConfig:
+    attention_split: str = "test_2016_flickr"
+    attention_sentence: int = 0
+
+    def __post_init__(self):
+        choice("report.attention_split", self.attention_split, SPLITS[1:])
+        positive("report.attention_sentence", self.attention_sentence, allow_zero=True)
+
+
+@dataclass
 class Params:
     data: DataConfig
     tokenize: TokenizeConfig
@@ -197,6 +207,7 @@ class Params:
     evaluate: DecodeConfig
     beam_sweep: BeamSweepConfig
     wandb: WandbConfig
+    report: ReportConfig
     models: dict  # name -> raw block; models.registry validates and builds each
 
     def model_block(self, name: str) -> dict:
@@ -209,7 +220,8 @@ class Params:
 
 def parse_params(raw: dict) -> Params:
     sections = {"data": DataConfig, "tokenize": TokenizeConfig, "train": TrainConfig,
-                "evaluate": DecodeConfig, "beam_sweep": BeamSweepConfig, "wandb": WandbConfig}
+                "evaluate": DecodeConfig, "beam_sweep": BeamSweepConfig, "wandb": WandbConfig,
+                "report": ReportConfig}
     unknown = sorted(set(raw) - set(sections) - {"models"})
     if unknown:
         raise ConfigError(f"params: unknown block(s) {', '.join(unknown)}; valid blocks are "

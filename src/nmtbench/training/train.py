@@ -17,7 +17,7 @@ from nmtbench.data.batching import TranslationData
 from nmtbench.data.tokenizer import PAD, Tokenizer
 from nmtbench.models.registry import model_config
 from nmtbench.files import write_json
-from nmtbench.tracking import finish_run, make_wandb_logger
+from nmtbench.tracking import finish_run, make_wandb_logger, run_tags
 from nmtbench.training.module import TranslationModule
 
 
@@ -42,7 +42,8 @@ def train(params: Params, name: str, tokenized_dir: Path = Path("data/tokenized"
     checkpoint = ModelCheckpoint(dirpath=model_dir, filename="best", monitor="val/loss", mode="min",
                                  save_top_k=1, auto_insert_metric_name=False, enable_version_counter=False)
     logger = make_wandb_logger(params.wandb, name, Path("."),
-                               {"model": name, **block, **dataclasses.asdict(cfg), "params": module.model.num_parameters()})
+                               {"model": name, **block, **dataclasses.asdict(cfg), "params": module.model.num_parameters()},
+                               run_tags(name, block, cfg.seed))
     callbacks = [checkpoint]
     if cfg.early_stopping_patience:
         callbacks.append(EarlyStopping(monitor="val/loss", mode="min", patience=cfg.early_stopping_patience))
