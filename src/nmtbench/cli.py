@@ -52,6 +52,22 @@ def _beam_sweep(args):
     print(Path("results/beam_sweep.md").read_text())
 
 
+def _report(args):
+    from nmtbench.evaluation.report import report
+
+    page = report(list(load_params(args.params).models))
+    print(f"results/report.html: {len(page.figures)} plots")
+    for item in page.missing:
+        print(f"missing: {item}")
+
+
+def _dashboard(args):
+    from nmtbench.dashboard import dashboard
+
+    params = load_params(args.params)
+    print(dashboard(params.wandb, params.data.eval_splits[0]))
+
+
 def _translate(args):
     import dataclasses
 
@@ -92,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         command.set_defaults(run=run)
     commands.add_parser("compare", help="the side-by-side table of every model").set_defaults(run=_compare)
     commands.add_parser("beam-sweep", help="BLEU and speed of one model over beam sizes and alphas").set_defaults(run=_beam_sweep)
+    commands.add_parser("report", help="results/report.html: the table and every plot on one page").set_defaults(run=_report)
+    commands.add_parser("dashboard", help="a W&B report comparing the runs (needs a W&B account)").set_defaults(run=_dashboard)
     translate = commands.add_parser("translate", help="translate a file or standard input with a trained model")
     translate.add_argument("model_dir", help="a trained model folder, e.g. models/transformer")
     translate.add_argument("input", nargs="?", default="-", help="one sentence per line (default: standard input)")

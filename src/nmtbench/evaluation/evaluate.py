@@ -51,7 +51,8 @@ def evaluate(params: Params, name: str, tokenized_dir: Path = Path("data/tokeniz
     write_json(metrics_path, metrics)
     write_json(metrics_path.parent / "attention.json", attention)
     logger = make_wandb_logger(params.wandb, name, Path("."),
-                               {"model": name, **block, **dataclasses.asdict(params.evaluate)},
+                               {"model": name, **block, **dataclasses.asdict(params.evaluate),
+                                "params": model.num_parameters()},
                                run_tags(name, block, params.train.seed), job_type="evaluate")
     if logger:
         log_tables(logger, translations)
