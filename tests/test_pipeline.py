@@ -40,6 +40,9 @@ def test_smoke_pipeline_scores_every_model(smoke):
         assert row["params"] > 0 and row["train_tokens_per_s"] > 0
     table = (workspace / "results/comparison.md").read_text()
     assert all(f"| {name} |" in table for name in comparison)
+    page = (workspace / "results/report.html").read_text()
+    for plot in ("frontier", "attention-lstm_attention_additive", "attention-transformer", "attention-cnn"):
+        assert f'<img id="{plot}"' in page
     sweep = json.loads((workspace / "results/beam_sweep.json").read_text())
     assert [(row["beam"], row["alpha"]) for row in sweep["rows"]] == [(1, 1.0), (2, 1.0)]
 
