@@ -23,6 +23,10 @@ def test_default_params_load():
     ({"train": {"max_time": "20 minutes"}}, "train.max_time: expected DD:HH:MM:SS"),
     ({"train": {"batch_size": 3}}, "train: unknown key(s) batch_size"),
     ({"wandb": {"mode": "cloud"}}, "wandb.mode: 'cloud' is not valid"),
+    ({"train": {"early_stopping_metric": "bleu", "val_bleu_sentences": 0}},
+     "train.early_stopping_metric: bleu needs validation BLEU; set train.val_bleu_sentences above 0"),
+    ({"train": {"early_stopping_metric": "chrf"}}, "train.early_stopping_metric: 'chrf' is not valid; choose one of loss, bleu"),
+    ({"train": {"val_bleu_sentences": -1}}, "train.val_bleu_sentences: must be >= 0"),
     ({"trian": {}}, "params: unknown block(s) trian"),
 ])
 def test_bad_params_name_the_key_and_the_fix(override, message):

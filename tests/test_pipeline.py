@@ -81,3 +81,16 @@ def test_offline_wandb_runs_hold_the_logged_metrics(smoke):
 def test_a_second_repro_runs_nothing(smoke):
     _, run = smoke
     assert "Data and pipelines are up to date." in run("dvc", "status").stdout
+
+
+@pytest.mark.slow
+def test_dvc_plots_show_every_learning_curve(smoke):
+    workspace, run = smoke
+    shown = json.loads(run("dvc", "plots", "show", "--json").stdout)
+    assert "errors" not in shown
+    for model in load_params(workspace / "params.yaml").models:
+        path = f"metrics/{model}/learning_curve.csv"
+        (plot,) = shown["data"][path]
+        assert plot["content"]["repeat"] == ["wall_seconds", "target_tokens"]  # val BLEU against both
+        rows = (workspace / path).read_text().splitlines()[1:]
+        assert [v["val_bleu"] for v in plot["content"]["data"]["values"]] == [r.split(",")[-1] for r in rows]

@@ -1,6 +1,8 @@
 """The train, evaluate, beam-sweep and translate commands on a tiny dataset, in a scratch project folder."""
+import csv
 import dataclasses
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -11,11 +13,15 @@ import yaml
 from nmtbench.config import ConfigError, DataConfig, ReportConfig, TokenizeConfig, merge, parse_params
 from nmtbench.data.batching import TokenBatchSampler, TranslationData
 from nmtbench.data.prepare import prepare
-from nmtbench.data.tokenizer import Tokenizer, tokenize
+from nmtbench.data.tokenizer import Tokenizer, load_tokenized, tokenize
 from nmtbench.evaluation.beam_sweep import beam_sweep
+from nmtbench.decoding.translator import Translator
 from nmtbench.evaluation.evaluate import evaluate
+from nmtbench.evaluation.scoring import score
+from nmtbench.training.curves import CURVE_COLUMNS, GREEDY
 from nmtbench.training.train import CheckpointError, load_model, train
 from nmtbench.tracking import read_offline_run, read_table
+from conftest import tiny_files
 
 TINY_PARAMS = {
     "data": {"max_length": 8},
@@ -47,7 +53,7 @@ def project(tmp_path, monkeypatch, make_data_mirror):
 def test_train_writes_checkpoint_metrics_and_an_offline_wandb_run(project):
     metrics = train(project, "tiny")
     assert set(metrics) == {"params", "train_seconds", "train_tokens_per_s", "best_val_loss", "best_val_ppl",
-                            "steps", "epochs", "target_tokens"}
+                            "best_val_bleu", "steps", "epochs", "target_tokens"}
     assert metrics["epochs"] == 2 and metrics["steps"] > 0
     assert json.loads(open("metrics/tiny/train.json").read()) == metrics
     assert sorted(p.name for p in Path("models/tiny").iterdir()) == ["best.ckpt", "spm.model", "vocab.json"]
@@ -56,6 +62,53 @@ def test_train_writes_checkpoint_metrics_and_an_offline_wandb_run(project):
     assert logged["run"] == {"name": "tiny", "group": "unit", "job_type": "train", "tags": ["tiny", "transformer", "seed42"]}
     assert logged["summary"]["best_val_loss"] == metrics["best_val_loss"]
     assert min(r["val/loss"] for r in logged["history"] if "val/loss" in r) == pytest.approx(metrics["best_val_loss"], abs=1e-4)
+
+
+def read_curve(path="metrics/tiny/learning_curve.csv"):
+    with open(path) as f:
+        reader = csv.DictReader(f)
+        return tuple(reader.fieldnames), [{k: float(v) if v else None for k, v in row.items()} for row in reader]
+
+
+@pytest.mark.slow
+def test_val_bleu_drives_early_stopping_and_the_best_checkpoint(project, make_data_mirror):
+    """Val equals train, so greedy BLEU climbs as the model memorises, then stalls and stops the run."""
+    files = tiny_files()
+    for lang in ("en", "de", "fr"):
+        files[f"val.{lang}.gz"] = files[f"train.{lang}.gz"]
+    mirror, checksums = make_data_mirror(files, name="memorise")
+    prepare(DataConfig(max_length=8), mirror, checksums=checksums)
+    tokenize(TokenizeConfig(vocab_size=305))
+    cfg = dataclasses.replace(project.train, max_epochs=200, lr=0.01, schedule="constant", val_bleu_sentences=None,
+                              early_stopping_metric="bleu", early_stopping_patience=15)
+    model = {"family": "transformer", "d_model": 64, "heads": 2, "layers": 1, "d_ff": 128, "dropout": 0.0}
+    metrics = train(dataclasses.replace(project, train=cfg, models={"tiny": model}), "tiny")
+
+    columns, rows = read_curve()
+    assert columns == CURVE_COLUMNS
+    assert [row["epoch"] for row in rows] == [float(e) for e in range(1, metrics["epochs"] + 1)]
+    assert rows[-1]["step"] == metrics["steps"] and rows[-1]["target_tokens"] == metrics["target_tokens"]
+    assert all(a["wall_seconds"] < b["wall_seconds"] and a["step"] < b["step"] for a, b in zip(rows, rows[1:]))
+    bleus = [row["val_bleu"] for row in rows]
+    best = bleus.index(max(bleus))
+    assert max(bleus) > 0 and metrics["best_val_bleu"] == max(bleus)
+    assert len(rows) < 200 and len(rows) - 1 - best == 15  # stopped 15 validations without a better BLEU
+    assert metrics["best_val_loss"] == min(row["val_loss"] for row in rows)
+
+    tokenizer = Tokenizer("data/tokenized")
+    val = load_tokenized("data/tokenized")["val"]
+    found = Translator(load_model("models/tiny/best.ckpt", tokenizer), tokenizer, GREEDY).translate_ids(list(val["src_ids"]))
+    assert score([tokenizer.decode(h[0].tokens) for h in found], list(val["tgt"]))["bleu"] == max(bleus)
+    (run,) = Path("wandb").glob("offline-run-*")
+    assert [r["val/bleu"] for r in read_offline_run(run)["history"] if "val/bleu" in r] == pytest.approx(bleus, abs=1e-4)
+
+
+def test_bf16_mixed_precision_trains_on_cpu(project):
+    cfg = dataclasses.replace(project.train, precision="bf16-mixed")
+    metrics = train(dataclasses.replace(project, train=cfg), "tiny")
+    _, rows = read_curve()
+    assert metrics["steps"] > 0 and math.isfinite(metrics["best_val_loss"])
+    assert all(math.isfinite(row["train_loss"]) and math.isfinite(row["val_loss"]) for row in rows)
 
 
 def test_evaluate_and_beam_sweep_score_every_sentence(project):

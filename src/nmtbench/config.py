@@ -107,6 +107,8 @@ class TrainConfig:
     val_check_interval: float = 1.0
     schedule: str = "inverse_sqrt"
     early_stopping_patience: int = 0
+    early_stopping_metric: str = "loss"
+    val_bleu_sentences: int | None = 0
     accumulate_grad_batches: int = 1
     accelerator: str = "cpu"
     devices: int = 1
@@ -127,6 +129,12 @@ class TrainConfig:
             raise ConfigError(f"train.label_smoothing: must be in [0, 1), got {self.label_smoothing}")
         choice("train.schedule", self.schedule, ("inverse_sqrt", "cosine", "plateau", "constant"))
         positive("train.early_stopping_patience", self.early_stopping_patience, allow_zero=True)
+        choice("train.early_stopping_metric", self.early_stopping_metric, ("loss", "bleu"))
+        if self.val_bleu_sentences is not None:
+            positive("train.val_bleu_sentences", self.val_bleu_sentences, allow_zero=True)
+        if self.early_stopping_metric == "bleu" and self.val_bleu_sentences == 0:
+            raise ConfigError("train.early_stopping_metric: bleu needs validation BLEU; set train.val_bleu_sentences "
+                              "above 0 (or null for the whole val split)")
         positive("train.accumulate_grad_batches", self.accumulate_grad_batches)
         positive("train.devices", self.devices)
         positive("train.num_nodes", self.num_nodes)

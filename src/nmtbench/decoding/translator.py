@@ -43,8 +43,9 @@ class Translator:
                       progress=None) -> list[list[Hypothesis]]:
         """Beam search over every source, in length-sorted batches; results in input order."""
         cfg, results = self.cfg, [[] for _ in sources]
+        device = next(self.model.parameters()).device  # a GPU during training's validation BLEU
         for rows in length_sorted_batches([len(s) for s in sources], cfg.batch_size, max_tokens):
-            src = pad([sources[i] for i in rows])  # (B, S)
+            src = pad([sources[i] for i in rows]).to(device)  # (B, S)
             mask = src != PAD
             found = beam_search(self.model, src, mask, BOS, EOS, max_lengths(mask, cfg.max_len_a, cfg.max_len_b),
                                 beam=cfg.beam, nbest=nbest, alpha=cfg.alpha, penalty=cfg.length_penalty,

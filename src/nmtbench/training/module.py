@@ -68,7 +68,8 @@ class TranslationModule(L.LightningModule):
         self.target_tokens += tokens
         self.log("train/loss", loss, prog_bar=True, batch_size=batch["src"].size(0))
         self.log("train/lr", self.optimizers().param_groups[0]["lr"], batch_size=batch["src"].size(0))
-        return loss
+        # Lightning divides "loss" by accumulate_grad_batches before callbacks see it; the curve wants it whole
+        return {"loss": loss, "batch_loss": loss.detach()}
 
     def on_train_batch_end(self, outputs, batch, batch_idx):
         self.train_seconds += time.perf_counter() - self._batch_started
@@ -83,13 +84,14 @@ class TranslationModule(L.LightningModule):
 
     def on_validation_epoch_end(self):
         # under data parallelism each rank saw part of the val set: add up losses and tokens first
-        totals = torch.tensor([self._val_loss_sum, self._val_tokens], dtype=torch.float64, device=self.device)
-        loss_sum, tokens = self.trainer.strategy.reduce(totals, reduce_op="sum").tolist()
+        totals = torch.tensor([self._val_loss_sum, self._val_tokens, self.target_tokens], dtype=torch.float64,
+                              device=self.device)
+        loss_sum, tokens, target_tokens = self.trainer.strategy.reduce(totals, reduce_op="sum").tolist()
         val_loss = loss_sum / max(tokens, 1)
         # unsmoothed per-token NLL, so perplexity means the same thing for every model
         self.log("val/loss", val_loss, prog_bar=True)
         self.log("val/ppl", math.exp(min(val_loss, 50.0)))
-        self.log("train/target_tokens", float(self.target_tokens))
+        self.log("train/target_tokens", target_tokens)  # every process' tokens
 
     def on_train_end(self):
         """Every rank's target tokens, summed, and the slowest rank's time: the throughput of the job."""

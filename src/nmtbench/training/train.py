@@ -14,11 +14,15 @@ from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 
 from nmtbench.config import Params
 from nmtbench.data.batching import TranslationData
-from nmtbench.data.tokenizer import PAD, Tokenizer
+from nmtbench.data.tokenizer import PAD, Tokenizer, load_tokenized
 from nmtbench.models.registry import model_config
 from nmtbench.files import write_json
 from nmtbench.tracking import finish_run, make_wandb_logger, run_tags
+from nmtbench.training.curves import LearningCurve, ValidationBleu
 from nmtbench.training.module import TranslationModule
+
+# train.early_stopping_metric -> the logged metric that early stopping and the best checkpoint follow
+BEST = {"loss": ("val/loss", "min"), "bleu": ("val/bleu", "max")}
 
 
 class CheckpointError(ValueError):
@@ -39,14 +43,19 @@ def train(params: Params, name: str, tokenized_dir: Path = Path("data/tokenized"
 
     module = TranslationModule(name, block, vocab["size"], PAD, vocab["sha256"], dataclasses.asdict(cfg))
     data = TranslationData(tokenized_dir, cfg.batch_tokens, cfg.seed)
-    checkpoint = ModelCheckpoint(dirpath=model_dir, filename="best", monitor="val/loss", mode="min",
+    monitor, mode = BEST[cfg.early_stopping_metric]
+    checkpoint = ModelCheckpoint(dirpath=model_dir, filename="best", monitor=monitor, mode=mode,
                                  save_top_k=1, auto_insert_metric_name=False, enable_version_counter=False)
     logger = make_wandb_logger(params.wandb, name, Path("."),
                                {"model": name, **block, **dataclasses.asdict(cfg), "params": module.model.num_parameters()},
                                run_tags(name, block, cfg.seed))
-    callbacks = [checkpoint]
+    curve = LearningCurve(metrics_path.parent / "learning_curve.csv")
+    callbacks = [checkpoint, curve]
+    if cfg.val_bleu_sentences != 0:
+        val, first = load_tokenized(tokenized_dir)["val"], cfg.val_bleu_sentences
+        callbacks.append(ValidationBleu(Tokenizer(tokenized_dir), list(val["src_ids"])[:first], list(val["tgt"])[:first]))
     if cfg.early_stopping_patience:
-        callbacks.append(EarlyStopping(monitor="val/loss", mode="min", patience=cfg.early_stopping_patience))
+        callbacks.append(EarlyStopping(monitor=monitor, mode=mode, patience=cfg.early_stopping_patience))
     trainer = L.Trainer(
         accelerator=cfg.accelerator, devices=cfg.devices, num_nodes=cfg.num_nodes, strategy=cfg.strategy,
         precision=cfg.precision, deterministic=cfg.deterministic,
@@ -64,13 +73,15 @@ def train(params: Params, name: str, tokenized_dir: Path = Path("data/tokenized"
         trainer.validate(module, datamodule=data, verbose=False)
         checkpoint.on_validation_end(trainer, module)
 
-    best = float(checkpoint.best_model_score)
+    best = min(row["val_loss"] for row in curve.rows)
+    bleus = [row["val_bleu"] for row in curve.rows if row["val_bleu"] != ""]
     metrics = {
         "params": module.model.num_parameters(),
         "train_seconds": round(wall, 2),
         "train_tokens_per_s": round(module.target_tokens / max(module.train_seconds, 1e-9), 1),
         "best_val_loss": round(best, 4),
         "best_val_ppl": round(math.exp(min(best, 50.0)), 2),
+        "best_val_bleu": max(bleus) if bleus else None,
         "steps": trainer.global_step,
         "epochs": trainer.current_epoch,
         "target_tokens": module.target_tokens,

@@ -1,0 +1,86 @@
+"""What training records at each validation: greedy BLEU on the val split, and one learning-curve row.
+
+The learning curve is `learning_curve.csv` beside `train.json`, one row per validation, with the
+columns of CURVE_COLUMNS (read by reports and by `dvc plots show`; keep the names stable):
+
+    step           optimiser updates so far
+    epoch          epochs so far, fractional within an epoch (1.0: the end of the first)
+    wall_seconds   seconds since training started, validation time included
+    target_tokens  non-pad target tokens trained on so far, summed over every process
+    train_loss     mean label-smoothed training loss of the batches since the previous validation
+    val_loss       unsmoothed per-token NLL on the val split; val_ppl is exp(val_loss)
+    val_bleu       greedy BLEU on the val split (empty when train.val_bleu_sentences is 0)
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import lightning as L
+import torch
+
+from nmtbench.config import DecodeConfig
+from nmtbench.data.tokenizer import Tokenizer
+from nmtbench.decoding.translator import Translator
+from nmtbench.evaluation.scoring import score
+from nmtbench.files import write_text
+
+CURVE_COLUMNS = ("step", "epoch", "wall_seconds", "target_tokens", "train_loss", "val_loss", "val_ppl", "val_bleu")
+# beam 1 of the shared search is exactly greedy decoding; the length budget is the evaluate block's
+# default, fixed here so that val BLEU does not depend on the evaluate params
+GREEDY = DecodeConfig(beam=1)
+
+
+class ValidationBleu(L.Callback):
+    """Greedy translations of the given val sources, scored with sacreBLEU against the raw references.
+
+    Rank 0 decodes and broadcasts the score, so under data parallelism every rank logs the same
+    `val/bleu`, and early stopping and the best checkpoint agree on every rank.
+    """
+
+    def __init__(self, tokenizer: Tokenizer, sources: list[list[int]], references: list[str]):
+        self.tokenizer, self.sources, self.references = tokenizer, sources, references
+
+    def on_validation_epoch_end(self, trainer, pl_module):
+        bleu = None
+        if trainer.is_global_zero:
+            found = Translator(pl_module.model, self.tokenizer, GREEDY).translate_ids(self.sources)
+            bleu = score([self.tokenizer.decode(hyps[0].tokens) for hyps in found], self.references)["bleu"]
+        pl_module.log("val/bleu", float(trainer.strategy.broadcast(bleu, src=0)))
+
+
+class LearningCurve(L.Callback):
+    """Appends a row to the learning curve at every validation; rank 0 rewrites the file atomically."""
+
+    def __init__(self, path: Path):
+        self.path, self.rows = Path(path), []
+        self._loss_sum, self._batches = 0.0, 0
+
+    def on_train_start(self, trainer, pl_module):
+        self._started = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self._loss_sum += outputs["batch_loss"]
+        self._batches += 1
+
+    def on_validation_end(self, trainer, pl_module):
+        # under data parallelism: the mean over every process' batches since the last validation
+        totals = torch.tensor([float(self._loss_sum), self._batches], dtype=torch.float64, device=pl_module.device)
+        loss_sum, batches = trainer.strategy.reduce(totals, reduce_op="sum").tolist()
+        self._loss_sum, self._batches = 0.0, 0
+        logged = trainer.callback_metrics
+        loop = trainer.fit_loop.epoch_loop.batch_progress.current
+        row = {
+            "step": trainer.global_step,
+            "epoch": round(trainer.current_epoch + loop.completed / max(trainer.num_training_batches, 1), 4),
+            "wall_seconds": round(time.perf_counter() - self._started, 2),
+            "target_tokens": int(logged["train/target_tokens"]),
+            "train_loss": round(loss_sum / batches, 4) if batches else "",
+            "val_loss": round(float(logged["val/loss"]), 4),
+            "val_ppl": round(float(logged["val/ppl"]), 2),
+            "val_bleu": round(float(logged["val/bleu"]), 2) if "val/bleu" in logged else "",
+        }
+        self.rows.append(row)
+        if trainer.is_global_zero:
+            lines = [",".join(CURVE_COLUMNS)] + [",".join(str(r[c]) for c in CURVE_COLUMNS) for r in self.rows]
+            write_text(self.path, "\n".join(lines) + "\n")
