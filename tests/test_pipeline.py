@@ -41,7 +41,8 @@ def test_smoke_pipeline_scores_every_model(smoke):
     table = (workspace / "results/comparison.md").read_text()
     assert all(f"| {name} |" in table for name in comparison)
     page = (workspace / "results/report.html").read_text()
-    for plot in ("frontier", "attention-lstm_attention_additive", "attention-transformer", "attention-cnn"):
+    plots = ("learning-curves", "frontier", "attention-lstm_attention_additive", "attention-transformer", "attention-cnn")
+    for plot in plots:
         assert f'<img id="{plot}"' in page
     sweep = json.loads((workspace / "results/beam_sweep.json").read_text())
     assert [(row["beam"], row["alpha"]) for row in sweep["rows"]] == [(1, 1.0), (2, 1.0)]
