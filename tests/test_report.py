@@ -94,6 +94,8 @@ def test_report_names_what_is_missing_and_who_writes_it(outputs):
     (results / "claims.md").write_text("# claims\n")
     for path in metrics.rglob("learning_curve.csv"):
         path.unlink()
+    (metrics / "lstm" / "learning_curve.csv").write_text(  # validation BLEU off
+        "step,epoch,wall_seconds,target_tokens,val_loss,val_bleu\n10,0,30.5,1000,4.1,\n")
     (metrics / "cnn" / "train.json").unlink()
     (metrics / "transformer" / "seed1" / "attention.json").unlink()
     page = report(["lstm", "transformer", "cnn", "gru"], metrics, results)
@@ -102,7 +104,8 @@ def test_report_names_what_is_missing_and_who_writes_it(outputs):
         f"model gru: no `{metrics}/gru/**/eval.json`; run `dvc repro evaluate@gru`",
         "BLEU by source-length bucket: `results/comparison.json` has no `length_buckets`; the compare stage writes it",
         "learning curves of lstm, transformer/seed1, transformer/seed2, cnn: no `learning_curve.csv` with columns "
-        "wall_seconds, target_tokens, val_bleu beside their train.json; the train stage writes it",
+        "wall_seconds, target_tokens, val_bleu and a validation BLEU beside their train.json; the train stage "
+        "writes it when `train.val_bleu_sentences` is above 0",
         f"size of cnn: no `{metrics}/cnn/train.json`; the train stage writes it",
         f"attention of transformer: no `{metrics}/transformer/seed1/attention.json`; run `dvc repro evaluate@transformer`",
         "example translations: `results/comparison.json` has no `examples`; the compare stage writes it",

@@ -126,8 +126,8 @@ def _curves_section(page: Page, runs: dict[str, Path]) -> None:
             lacking.append(label)
     if lacking:
         page.lack("learning curves of " + ", ".join(lacking),
-                  f"no `learning_curve.csv` with columns {', '.join(CURVE_COLUMNS)} beside their train.json; "
-                  "the train stage writes it")
+                  f"no `learning_curve.csv` with columns {', '.join(CURVE_COLUMNS)} and a validation BLEU beside "
+                  "their train.json; the train stage writes it when `train.val_bleu_sentences` is above 0")
     if curves:
         page.figure("learning-curves", figures.learning_curves(curves),
                     "Validation BLEU against wall-clock training time and against target tokens seen")
