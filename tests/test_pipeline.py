@@ -52,7 +52,7 @@ def test_dvc_metrics_show_the_same_numbers(smoke):
     comparison = files["results/comparison.json"]["data"]
     expected = json.loads((workspace / "results/comparison.json").read_text())
     assert comparison == expected
-    train = files["metrics/transformer/train.json"]["data"]
+    train = files["metrics/transformer/seed42/train.json"]["data"]
     assert train["best_val_loss"] == expected["transformer"]["best_val_loss"]
     (workspace_row, *_) = json.loads(run("dvc", "exp", "show", "--json").stdout)
     shown = workspace_row["rev"] == "workspace" and workspace_row["data"]["metrics"]
@@ -67,7 +67,7 @@ def test_offline_wandb_runs_hold_the_logged_metrics(smoke):
     for run_dir in runs:
         logged = read_offline_run(run_dir)
         model = logged["config"]["model"]
-        train = json.loads((workspace / f"metrics/{model}/train.json").read_text())
+        train = json.loads((workspace / f"metrics/{model}/seed{logged['config']['seed']}/train.json").read_text())
         val_losses = [row["val/loss"] for row in logged["history"] if "val/loss" in row]
         assert min(val_losses) == pytest.approx(train["best_val_loss"], abs=1e-4)
         assert logged["summary"]["params"] == train["params"]

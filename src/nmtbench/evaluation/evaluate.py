@@ -1,10 +1,10 @@
-"""Stage `evaluate@<name>`: decode the test sets, detokenize, score against the untouched references."""
+"""Stage `evaluate@<name>-<seed>`: decode the test sets, detokenize, score against the untouched references."""
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from nmtbench.config import Params
+from nmtbench.config import Params, run_dir
 from nmtbench.data.tokenizer import Tokenizer, load_tokenized
 from nmtbench.decoding.translator import Translator
 from nmtbench.evaluation.scoring import score
@@ -12,12 +12,14 @@ from nmtbench.files import write_json, write_text
 from nmtbench.training.train import load_model
 
 
-def evaluate(params: Params, name: str, tokenized_dir: Path = Path("data/tokenized"),
+def evaluate(params: Params, name: str, seed: int | None = None, tokenized_dir: Path = Path("data/tokenized"),
              checkpoint: Path | None = None, out_dir: Path | None = None, metrics_path: Path | None = None) -> dict:
+    """Evaluate one run of the grid: model `name` trained with `seed` (default: the first of params.seeds)."""
     params.model_block(name)
-    checkpoint = checkpoint or Path("models") / name / "best.ckpt"
-    out_dir = out_dir or Path("results") / name
-    metrics_path = metrics_path or Path("metrics") / name / "eval.json"
+    run = run_dir(name, params.seeds[0] if seed is None else seed)
+    checkpoint = checkpoint or Path("models") / run / "best.ckpt"
+    out_dir = out_dir or Path("results") / run
+    metrics_path = metrics_path or Path("metrics") / run / "eval.json"
     tokenizer = Tokenizer(tokenized_dir)
     translator = Translator(load_model(checkpoint, tokenizer), tokenizer, params.evaluate)
     dataset = load_tokenized(tokenized_dir)
