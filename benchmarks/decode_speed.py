@@ -2,8 +2,8 @@
 
     python benchmarks/decode_speed.py [--models-dir models] [--split test_2016_flickr] [--beams 1 5]
 
-Reads the trained model folders under --models-dir and the tokenized split of data/tokenized, decodes
-it once untimed (warm-up) and then timed, and prints one row per model and beam. Figures depend on
+Reads the trained runs under --models-dir (<model>/seed<seed>/, one row per run and beam) and the
+tokenized split of data/tokenized, decodes it once untimed (warm-up) and then timed, and prints one row per model and beam. Figures depend on
 the machine and on output lengths: compare models of similar quality.
 """
 from __future__ import annotations
@@ -33,8 +33,8 @@ def main() -> None:
     split = load_tokenized(args.tokenized_dir)[args.split]
     sources = split["src_ids"][: args.sentences]
     print(f"{len(sources)} sentences of {args.split}, {torch.get_num_threads()} threads, torch {torch.__version__}")
-    print(f"{'model':28s} {'beam':>4s} {'seconds':>8s} {'sent/s':>8s} {'tgt tok/s':>10s} {'mean len':>8s}")
-    for model_dir in sorted(p for p in args.models_dir.iterdir() if (p / "best.ckpt").is_file()):
+    print(f"{'model/run':36s} {'beam':>4s} {'seconds':>8s} {'sent/s':>8s} {'tgt tok/s':>10s} {'mean len':>8s}")
+    for model_dir in sorted(p.parent for p in args.models_dir.glob("*/seed*/best.ckpt")):
         for beam in args.beams:
             translator = Translator.from_model_dir(model_dir, dataclasses.replace(decode, beam=beam))
             translator.translate_ids(sources[:64])  # warm-up: allocator, kernels
@@ -42,7 +42,8 @@ def main() -> None:
             found = translator.translate_ids(sources)
             seconds = time.perf_counter() - started
             tokens = sum(len(h[0].tokens) + 1 for h in found)
-            print(f"{model_dir.name:28s} {beam:4d} {seconds:8.2f} {len(sources) / seconds:8.1f} "
+            run = model_dir.relative_to(args.models_dir).as_posix()
+            print(f"{run:36s} {beam:4d} {seconds:8.2f} {len(sources) / seconds:8.1f} "
                   f"{tokens / seconds:10.0f} {tokens / len(sources):8.1f}")
 
 

@@ -13,12 +13,13 @@ def scores(bleu, chrf, sentences=1000):
             "sentences": sentences, "decode_seconds": 12.5}
 
 
-def write_model(metrics_dir, name, params, seconds, tokens_per_s, val_loss, evals):
-    (metrics_dir / name).mkdir(parents=True)
+def write_model(metrics_dir, name, params, seconds, tokens_per_s, val_loss, evals, seed=42):
+    run = metrics_dir / name / f"seed{seed}"
+    run.mkdir(parents=True)
     train = {"params": params, "train_seconds": seconds, "train_tokens_per_s": tokens_per_s,
              "best_val_loss": val_loss, "best_val_ppl": 2.0, "steps": 1200, "epochs": 10}
-    (metrics_dir / name / "train.json").write_text(json.dumps(train))
-    (metrics_dir / name / "eval.json").write_text(json.dumps(evals))
+    (run / "train.json").write_text(json.dumps(train))
+    (run / "eval.json").write_text(json.dumps(evals))
 
 
 @pytest.fixture
@@ -33,7 +34,7 @@ def metrics_dir(tmp_path):
 
 def test_comparison_json(metrics_dir, tmp_path):
     out = tmp_path / "results"
-    result = compare(["lstm_attention", "transformer"], metrics_dir, out)
+    result = compare(["lstm_attention", "transformer"], [42], metrics_dir, out)
     expected = {
         "lstm_attention": {"params": 12_034_567, "train_seconds": 3725.2, "train_tokens_per_s": 8000.5,
                            "best_val_loss": 2.5, "test_2016_flickr_bleu": 30.5, "test_2016_flickr_chrf": 58.25,
@@ -49,7 +50,7 @@ def test_comparison_json(metrics_dir, tmp_path):
 
 def test_comparison_markdown(metrics_dir, tmp_path):
     out = tmp_path / "results"
-    compare(["transformer", "lstm_attention"], metrics_dir, out)
+    compare(["transformer", "lstm_attention"], [42], metrics_dir, out)
     assert (out / "comparison.md").read_text() == (
         "| Model | Parameters | Training time | Train tokens/s | Best val loss "
         "| test_2016_flickr BLEU | test_2016_flickr chrF | test_2017_flickr BLEU | test_2017_flickr chrF |\n"
@@ -66,25 +67,27 @@ def test_comparison_markdown(metrics_dir, tmp_path):
 
 
 def test_missing_train_metrics_names_the_stage(metrics_dir, tmp_path):
-    (metrics_dir / "transformer" / "train.json").unlink()
+    (metrics_dir / "transformer" / "seed42" / "train.json").unlink()
     with pytest.raises(FileNotFoundError) as error:
-        compare(["transformer"], metrics_dir, tmp_path / "results")
-    expected = f"{metrics_dir}/transformer/train.json: not found; run `dvc repro train@transformer` first"
+        compare(["transformer"], [42], metrics_dir, tmp_path / "results")
+    expected = f"{metrics_dir}/transformer/seed42/train.json: not found; run `dvc repro train@transformer-42` first"
     assert str(error.value) == expected
     assert not (tmp_path / "results").exists()
 
 
 def test_missing_eval_metrics_names_the_stage(metrics_dir, tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"gru/train.json: not found; run `dvc repro train@gru` first"):
-        compare(["transformer", "gru"], metrics_dir, tmp_path / "results")
-    (metrics_dir / "lstm_attention" / "eval.json").unlink()
+    with pytest.raises(FileNotFoundError, match=r"gru/seed42/train.json: not found; run `dvc repro train@gru-42` first"):
+        compare(["transformer", "gru"], [42], metrics_dir, tmp_path / "results")
+    with pytest.raises(FileNotFoundError, match=r"transformer/seed7/train.json: not found; run `dvc repro train@transformer-7`"):
+        compare(["transformer"], [42, 7], metrics_dir, tmp_path / "results")
+    (metrics_dir / "lstm_attention" / "seed42" / "eval.json").unlink()
     with pytest.raises(FileNotFoundError,
-                       match=r"lstm_attention/eval.json: not found; run `dvc repro evaluate@lstm_attention` first"):
-        compare(["lstm_attention"], metrics_dir, tmp_path / "results")
+                       match=r"lstm_attention/seed42/eval.json: not found; run `dvc repro evaluate@lstm_attention-42` first"):
+        compare(["lstm_attention"], [42], metrics_dir, tmp_path / "results")
 
 
 def test_models_scored_on_different_splits(metrics_dir, tmp_path):
     evals = {"test_2016_flickr": scores(30.5, 58.25)}
-    (metrics_dir / "lstm_attention" / "eval.json").write_text(json.dumps(evals))
-    with pytest.raises(ValueError, match=r"re-run `dvc repro evaluate@lstm_attention`"):
-        compare(["transformer", "lstm_attention"], metrics_dir, tmp_path / "results")
+    (metrics_dir / "lstm_attention" / "seed42" / "eval.json").write_text(json.dumps(evals))
+    with pytest.raises(ValueError, match=r"re-run `dvc repro evaluate@lstm_attention-42`"):
+        compare(["transformer", "lstm_attention"], [42], metrics_dir, tmp_path / "results")

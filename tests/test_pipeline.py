@@ -56,7 +56,7 @@ def test_dvc_metrics_show_the_same_numbers(smoke):
     comparison = files["results/comparison.json"]["data"]
     expected = json.loads((workspace / "results/comparison.json").read_text())
     assert comparison == expected
-    train = files["metrics/transformer/train.json"]["data"]
+    train = files["metrics/transformer/seed42/train.json"]["data"]
     assert train["best_val_loss"] == expected["transformer"]["best_val_loss"]
     (workspace_row, *_) = json.loads(run("dvc", "exp", "show", "--json").stdout)
     shown = workspace_row["rev"] == "workspace" and workspace_row["data"]["metrics"]
@@ -72,7 +72,7 @@ def test_offline_wandb_runs_hold_the_logged_metrics(smoke):
         assert sorted(run["config"]["model"] for run in runs if run["run"]["job_type"] == job_type) == sorted(models)
     for logged in (run for run in runs if run["run"]["job_type"] == "train"):
         model = logged["config"]["model"]
-        train = json.loads((workspace / f"metrics/{model}/train.json").read_text())
+        train = json.loads((workspace / f"metrics/{model}/seed{logged['config']['seed']}/train.json").read_text())
         val_losses = [row["val/loss"] for row in logged["history"] if "val/loss" in row]
         assert min(val_losses) == pytest.approx(train["best_val_loss"], abs=1e-4)
         assert logged["summary"]["params"] == train["params"]
@@ -89,8 +89,9 @@ def test_dvc_plots_show_every_learning_curve(smoke):
     workspace, run = smoke
     shown = json.loads(run("dvc", "plots", "show", "--json").stdout)
     assert "errors" not in shown
-    for model in load_params(workspace / "params.yaml").models:
-        path = f"metrics/{model}/learning_curve.csv"
+    params = load_params(workspace / "params.yaml")
+    for model in params.models:
+        path = f"metrics/{model}/seed{params.seeds[0]}/learning_curve.csv"
         (plot,) = shown["data"][path]
         assert plot["content"]["repeat"] == ["wall_seconds", "target_tokens"]  # val BLEU against both
         rows = (workspace / path).read_text().splitlines()[1:]

@@ -101,13 +101,13 @@ def test_report_names_what_is_missing_and_who_writes_it(outputs):
     page = report(["lstm", "transformer", "cnn", "gru"], metrics, results)
     assert page.figures == ["frontier", "attention-cnn"]
     assert page.missing == [
-        f"model gru: no `{metrics}/gru/**/eval.json`; run `dvc repro evaluate@gru`",
+        f"model gru: no `{metrics}/gru/**/eval.json`; the evaluate stage writes it",
         "BLEU by source-length bucket: `results/comparison.json` has no `length_buckets`; the compare stage writes it",
         "learning curves of lstm, transformer/seed1, transformer/seed2, cnn: no `learning_curve.csv` with columns "
         "wall_seconds, target_tokens, val_bleu and a validation BLEU beside their train.json; the train stage "
         "writes it when `train.val_bleu_sentences` is above 0",
         f"size of cnn: no `{metrics}/cnn/train.json`; the train stage writes it",
-        f"attention of transformer: no `{metrics}/transformer/seed1/attention.json`; run `dvc repro evaluate@transformer`",
+        f"attention of transformer: no `{metrics}/transformer/seed1/attention.json`; the evaluate stage writes it",
         "example translations: `results/comparison.json` has no `examples`; the compare stage writes it",
     ]
     text = (results / "report.html").read_text()

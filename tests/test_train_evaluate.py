@@ -28,7 +28,7 @@ TINY_PARAMS = {
     "tokenize": {"vocab_size": 305},
     "train": {"batch_tokens": 64, "max_epochs": 2, "warmup_steps": 2, "max_time": None},
     "evaluate": {"beam": 2, "max_len_a": 1.0, "max_len_b": 2},
-    "beam_sweep": {"model": "tiny", "beams": [1, 2], "alphas": [1.0]},
+    "beam_sweep": {"model": "tiny", "seed": 42, "beams": [1, 2], "alphas": [1.0]},
     "wandb": {"group": "unit"},
     "models": {"tiny": {"family": "transformer", "d_model": 16, "heads": 2, "layers": 1, "d_ff": 32}},
 }
@@ -55,16 +55,18 @@ def test_train_writes_checkpoint_metrics_and_an_offline_wandb_run(project):
     assert set(metrics) == {"params", "train_seconds", "train_tokens_per_s", "best_val_loss", "best_val_ppl",
                             "best_val_bleu", "steps", "epochs", "target_tokens"}
     assert metrics["epochs"] == 2 and metrics["steps"] > 0
-    assert json.loads(open("metrics/tiny/train.json").read()) == metrics
-    assert sorted(p.name for p in Path("models/tiny").iterdir()) == ["best.ckpt", "spm.model", "vocab.json"]
+    assert json.loads(open("metrics/tiny/seed42/train.json").read()) == metrics
+    assert sorted(p.name for p in Path("models/tiny/seed42").iterdir()) == ["best.ckpt", "spm.model", "vocab.json"]
     (run,) = Path("wandb").glob("offline-run-*")
     logged = read_offline_run(run)
-    assert logged["run"] == {"name": "tiny", "group": "unit", "job_type": "train", "tags": ["tiny", "transformer", "seed42"]}
+    assert logged["run"] == {"name": "tiny-seed42", "group": "unit", "job_type": "train",
+                             "tags": ["tiny", "transformer", "seed42"]}
+    assert (logged["config"]["model"], logged["config"]["seed"]) == ("tiny", 42)
     assert logged["summary"]["best_val_loss"] == metrics["best_val_loss"]
     assert min(r["val/loss"] for r in logged["history"] if "val/loss" in r) == pytest.approx(metrics["best_val_loss"], abs=1e-4)
 
 
-def read_curve(path="metrics/tiny/learning_curve.csv"):
+def read_curve(path="metrics/tiny/seed42/learning_curve.csv"):
     with open(path) as f:
         reader = csv.DictReader(f)
         return tuple(reader.fieldnames), [{k: float(v) if v else None for k, v in row.items()} for row in reader]
@@ -97,7 +99,7 @@ def test_val_bleu_drives_early_stopping_and_the_best_checkpoint(project, make_da
 
     tokenizer = Tokenizer("data/tokenized")
     val = load_tokenized("data/tokenized")["val"]
-    found = Translator(load_model("models/tiny/best.ckpt", tokenizer), tokenizer, GREEDY).translate_ids(list(val["src_ids"]))
+    found = Translator(load_model("models/tiny/seed42/best.ckpt", tokenizer), tokenizer, GREEDY).translate_ids(list(val["src_ids"]))
     assert score([tokenizer.decode(h[0].tokens) for h in found], list(val["tgt"]))["bleu"] == max(bleus)
     (run,) = Path("wandb").glob("offline-run-*")
     assert [r["val/bleu"] for r in read_offline_run(run)["history"] if "val/bleu" in r] == pytest.approx(bleus, abs=1e-4)
@@ -115,7 +117,7 @@ def test_evaluate_and_beam_sweep_score_every_sentence(project):
     train(project, "tiny")
     metrics = evaluate(project, "tiny")
     for split in ("test_2016_flickr", "test_2017_flickr"):
-        lines = open(f"results/tiny/{split}.txt").read().splitlines()
+        lines = open(f"results/tiny/seed42/{split}.txt").read().splitlines()
         assert len(lines) == metrics[split]["sentences"] > 0
         assert {"bleu", "chrf", "bleu_signature", "chrf_signature"} <= set(metrics[split])
         assert metrics[split]["beam"] == 2
@@ -128,7 +130,7 @@ def test_evaluate_and_beam_sweep_score_every_sentence(project):
 def test_evaluate_keeps_one_attention_map_and_logs_every_translation(project):
     train(project, "tiny")
     metrics = evaluate(project, "tiny")
-    attention = json.loads(open("metrics/tiny/attention.json").read())
+    attention = json.loads(open("metrics/tiny/seed42/attention.json").read())
     assert (attention["split"], attention["sentence"]) == ("test_2016_flickr", 0)
     assert "".join(attention["source_pieces"]).replace("\u2581", " ").strip() == "A cat."
     weights = attention["weights"]
@@ -143,12 +145,12 @@ def test_evaluate_keeps_one_attention_map_and_logs_every_translation(project):
     runs = {read_offline_run(r)["run"]["job_type"]: r for r in Path("wandb").glob("offline-run-*")}
     assert sorted(runs) == ["evaluate", "train"]
     logged = read_offline_run(runs["evaluate"])
-    assert logged["run"] == {"name": "tiny", "group": "unit", "job_type": "evaluate",
+    assert logged["run"] == {"name": "tiny-seed42", "group": "unit", "job_type": "evaluate",
                              "tags": ["tiny", "transformer", "seed42"]}
     assert logged["config"]["beam"] == 2 and logged["config"]["family"] == "transformer"
     assert logged["summary"]["test_2016_flickr/bleu"] == metrics["test_2016_flickr"]["bleu"]
     table = read_table(runs["evaluate"], logged["summary"]["translations/test_2016_flickr"])
-    hypotheses = open("results/tiny/test_2016_flickr.txt").read().splitlines()
+    hypotheses = open("results/tiny/seed42/test_2016_flickr.txt").read().splitlines()
     assert table["columns"] == ["index", "source", "reference", "hypothesis"]
     assert table["data"] == [[0, "A cat.", "Eine Katze.", hypotheses[0]],
                              [1, "Two birds fly.", "Zwei Vögel fliegen.", hypotheses[1]]]
@@ -157,8 +159,8 @@ def test_evaluate_keeps_one_attention_map_and_logs_every_translation(project):
 def test_a_checkpoint_from_another_vocabulary_is_refused(project, tmp_path):
     train(project, "tiny")
     other = tokenize(TokenizeConfig(vocab_size=304), out_dir=tmp_path / "other")
-    with pytest.raises(CheckpointError, match="was trained with another vocabulary than .*other/spm.model"):
-        load_model("models/tiny/best.ckpt", other)
+    with pytest.raises(CheckpointError, match=r"was trained with another vocabulary than .*other/spm.model; retrain it \(dvc repro train@tiny-42\)"):
+        load_model("models/tiny/seed42/best.ckpt", other)
     with pytest.raises(CheckpointError, match="is missing; train the model first"):
         load_model("models/absent/best.ckpt", Tokenizer("data/tokenized"))
 
@@ -166,7 +168,7 @@ def test_a_checkpoint_from_another_vocabulary_is_refused(project, tmp_path):
 def test_translate_reads_a_file_or_standard_input(project, tmp_path):
     train(project, "tiny")
     (tmp_path / "in.txt").write_text("A dog runs.\nTwo birds fly.\n")
-    command = [sys.executable, "-m", "nmtbench", "translate", "models/tiny"]
+    command = [sys.executable, "-m", "nmtbench", "translate", "models/tiny/seed42"]
     from_file = subprocess.run([*command, "in.txt", "--beam", "3"], capture_output=True, text=True, check=True)
     piped = subprocess.run([*command, "--beam", "3"], input="A dog runs.\nTwo birds fly.\n",
                            capture_output=True, text=True, check=True)
@@ -189,8 +191,8 @@ def test_two_process_data_parallel_training_on_cpu(project, tmp_path):
     done = subprocess.run([sys.executable, "-m", "nmtbench", "train", "tiny"], capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    metrics = json.loads(open("metrics/tiny/train.json").read())
-    data = TranslationData(Path("data/tokenized"), batch_tokens=64, seed=project.train.seed)
+    metrics = json.loads(open("metrics/tiny/seed42/train.json").read())
+    data = TranslationData(Path("data/tokenized"), batch_tokens=64, seed=project.seeds[0])
     data.setup()
     train = data.splits["train"]
     batches = TokenBatchSampler([len(s) for s in train.src_ids], [len(t) for t in train.tgt_ids], 64, True).batches()

@@ -95,7 +95,6 @@ class TokenizeConfig:
 
 @dataclass
 class TrainConfig:
-    seed: int = 42
     batch_tokens: int = 4096
     max_epochs: int = 30
     max_steps: int = -1
@@ -172,6 +171,7 @@ class DecodeConfig:
 @dataclass
 class BeamSweepConfig:
     model: str | None = None  # a name from models; the stage refuses to run without one
+    seed: int = 42  # which of the model's runs (one of seeds)
     split: str = "test_2016_flickr"
     beams: list = field(default_factory=lambda: [1, 2, 4, 8, 12])
     alphas: list = field(default_factory=lambda: [0.0, 1.0])
@@ -217,6 +217,7 @@ class Params:
     wandb: WandbConfig
     report: ReportConfig
     models: dict  # name -> raw block; models.registry validates and builds each
+    seeds: list = field(default_factory=lambda: [42])  # the grid is models x seeds
 
     def model_block(self, name: str) -> dict:
         if name not in self.models:
@@ -230,10 +231,16 @@ def parse_params(raw: dict) -> Params:
     sections = {"data": DataConfig, "tokenize": TokenizeConfig, "train": TrainConfig,
                 "evaluate": DecodeConfig, "beam_sweep": BeamSweepConfig, "wandb": WandbConfig,
                 "report": ReportConfig}
-    unknown = sorted(set(raw) - set(sections) - {"models"})
+    unknown = sorted(set(raw) - set(sections) - {"models", "seeds"})
     if unknown:
         raise ConfigError(f"params: unknown block(s) {', '.join(unknown)}; valid blocks are "
-                          f"{', '.join([*sections, 'models'])}")
+                          f"{', '.join([*sections, 'models', 'seeds'])}")
+    if "seed" in (raw.get("train") or {}):
+        raise ConfigError("train.seed: replaced by the top-level list `seeds` (e.g. seeds: [42]); move it there")
+    seeds = raw.get("seeds", [42])
+    if (not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds)
+            or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
+        raise ConfigError(f"seeds: expected a list of distinct integers, e.g. [42] or [1, 2, 3], got {seeds!r}")
     built = {key: from_dict(cls, raw.get(key), key) for key, cls in sections.items()}
     models = raw.get("models") or {}
     if not isinstance(models, dict) or not models:
@@ -241,7 +248,14 @@ def parse_params(raw: dict) -> Params:
     if built["beam_sweep"].model not in (None, *models):
         raise ConfigError(f"beam_sweep.model: {built['beam_sweep'].model!r} is not a model of params.yaml; "
                           f"choose one of {', '.join(models)}")
-    return Params(**built, models=models)
+    if built["beam_sweep"].seed not in seeds:
+        raise ConfigError(f"beam_sweep.seed: {built['beam_sweep'].seed} is not in seeds {seeds}; choose one of them")
+    return Params(**built, models=models, seeds=seeds)
+
+
+def run_dir(name: str, seed: int) -> Path:
+    """One run of the models x seeds grid; it lives at models/, metrics/ and results/ + <name>/seed<seed>."""
+    return Path(name) / f"seed{seed}"
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:

@@ -2,60 +2,64 @@
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
+from nmtbench.config import run_dir
 from nmtbench.files import write_json, write_text
 
 TRAIN_KEYS = ("params", "train_seconds", "train_tokens_per_s", "best_val_loss")
 SCORE_KEYS = ("bleu", "chrf", "bleu_signature", "chrf_signature")
 
 
-def compare(model_names: list[str], metrics_dir: Path = Path("metrics"), out_dir: Path = Path("results")) -> dict:
+def compare(model_names: list[str], seeds: list[int], metrics_dir: Path = Path("metrics"),
+            out_dir: Path = Path("results")) -> dict:
     """Write results/comparison.json (for `dvc metrics show`) and results/comparison.md; return the json."""
     if not model_names:
         raise ValueError("compare: no models given; params.yaml must define at least one models.<name> block")
-    train = {name: _load(Path(metrics_dir), name, "train.json", "train", TRAIN_KEYS) for name in model_names}
-    evals = {name: _load(Path(metrics_dir), name, "eval.json", "evaluate") for name in model_names}
+    runs = [(name, seed) for name in model_names for seed in seeds]
+    train = {run: _load(Path(metrics_dir), *run, "train.json", "train", TRAIN_KEYS) for run in runs}
+    evals = {run: _load(Path(metrics_dir), *run, "eval.json", "evaluate") for run in runs}
     splits = _common_splits(evals, Path(metrics_dir))
 
     comparison = {}
     for name in model_names:
-        row = {key: train[name][key] for key in TRAIN_KEYS}
+        row = {key: statistics.mean(train[name, seed][key] for seed in seeds) for key in TRAIN_KEYS}
         for split in splits:
-            row[f"{split}_bleu"] = evals[name][split]["bleu"]
-            row[f"{split}_chrf"] = evals[name][split]["chrf"]
+            for metric in ("bleu", "chrf"):
+                row[f"{split}_{metric}"] = statistics.mean(evals[name, seed][split][metric] for seed in seeds)
         comparison[name] = row
     write_json(Path(out_dir) / "comparison.json", comparison)
     write_text(Path(out_dir) / "comparison.md", _markdown(comparison, evals, splits))
     return comparison
 
 
-def _load(metrics_dir: Path, name: str, filename: str, stage: str, keys: tuple[str, ...] = ()) -> dict:
-    path = metrics_dir / name / filename
+def _load(metrics_dir: Path, name: str, seed: int, filename: str, stage: str, keys: tuple[str, ...] = ()) -> dict:
+    path = metrics_dir / run_dir(name, seed) / filename
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: not found; run `dvc repro {stage}@{name}` first")
+        raise FileNotFoundError(f"{path}: not found; run `dvc repro {stage}@{name}-{seed}` first")
     data = json.loads(path.read_text())
     missing = [key for key in keys if key not in data]
     if missing:
-        raise ValueError(f"{path}: missing {', '.join(missing)}; re-run `dvc repro {stage}@{name}`")
+        raise ValueError(f"{path}: missing {', '.join(missing)}; re-run `dvc repro {stage}@{name}-{seed}`")
     return data
 
 
-def _common_splits(evals: dict[str, dict], metrics_dir: Path) -> list[str]:
-    """The test splits every model was scored on; differing sets mean a stale evaluation."""
+def _common_splits(evals: dict[tuple[str, int], dict], metrics_dir: Path) -> list[str]:
+    """The test splits every run was scored on; differing sets mean a stale evaluation."""
     first, *others = evals
     splits = list(evals[first])
-    for name in others:
-        if list(evals[name]) != splits:
-            raise ValueError(f"{metrics_dir / name / 'eval.json'} scores {', '.join(evals[name]) or 'no splits'} but "
-                             f"{metrics_dir / first / 'eval.json'} scores {', '.join(splits)}; "
-                             f"re-run `dvc repro evaluate@{name}`")
-    for name, scores in evals.items():
+    for run in others:
+        if list(evals[run]) != splits:
+            raise ValueError(f"{metrics_dir / run_dir(*run) / 'eval.json'} scores {', '.join(evals[run]) or 'no splits'} "
+                             f"but {metrics_dir / run_dir(*first) / 'eval.json'} scores {', '.join(splits)}; "
+                             f"re-run `dvc repro evaluate@{run[0]}-{run[1]}`")
+    for run, scores in evals.items():
         for split in splits:
             missing = [key for key in SCORE_KEYS if key not in scores[split]]
             if missing:
-                raise ValueError(f"{metrics_dir / name / 'eval.json'}: {split} lacks {', '.join(missing)}; "
-                                 f"re-run `dvc repro evaluate@{name}`")
+                raise ValueError(f"{metrics_dir / run_dir(*run) / 'eval.json'}: {split} lacks {', '.join(missing)}; "
+                                 f"re-run `dvc repro evaluate@{run[0]}-{run[1]}`")
     return splits
 
 
@@ -72,7 +76,7 @@ def _markdown(comparison: dict[str, dict], evals: dict[str, dict], splits: list[
     # Scores are comparable only under one signature, so every distinct one is listed.
     lines += ["", "sacreBLEU signatures:", ""]
     for metric, label in (("bleu", "BLEU"), ("chrf", "chrF")):
-        signatures = dict.fromkeys(evals[name][split][f"{metric}_signature"] for name in evals for split in splits)
+        signatures = dict.fromkeys(evals[run][split][f"{metric}_signature"] for run in evals for split in splits)
         lines += [f"- {label}: `{signature}`" for signature in signatures]
     return "\n".join(lines) + "\n"
 

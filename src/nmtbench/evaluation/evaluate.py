@@ -1,4 +1,4 @@
-"""Stage `evaluate@<name>`: decode the test sets, detokenize, score against the untouched references.
+"""Stage `evaluate@<name>-<seed>`: decode the test sets, detokenize, score against the untouched references.
 
 Besides the scores it keeps what the report and the dashboard show: the attention of one fixed
 sentence (`attention.json` beside the metrics) and, in an evaluation W&B run, every translation.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from nmtbench.config import ConfigError, Params
+from nmtbench.config import ConfigError, Params, run_dir
 from nmtbench.data.tokenizer import BOS, EOS, PAD, Tokenizer, load_tokenized
 from nmtbench.decoding.search import greedy, max_lengths
 from nmtbench.decoding.translator import Translator
@@ -24,12 +24,15 @@ from nmtbench.training.train import load_model
 TRANSLATION_COLUMNS = ["index", "source", "reference", "hypothesis"]
 
 
-def evaluate(params: Params, name: str, tokenized_dir: Path = Path("data/tokenized"),
+def evaluate(params: Params, name: str, seed: int | None = None, tokenized_dir: Path = Path("data/tokenized"),
              checkpoint: Path | None = None, out_dir: Path | None = None, metrics_path: Path | None = None) -> dict:
+    """Evaluate one run of the grid: model `name` trained with `seed` (default: the first of params.seeds)."""
     block = params.model_block(name)
-    checkpoint = checkpoint or Path("models") / name / "best.ckpt"
-    out_dir = out_dir or Path("results") / name
-    metrics_path = Path(metrics_path or Path("metrics") / name / "eval.json")
+    seed = params.seeds[0] if seed is None else seed
+    run = run_dir(name, seed)
+    checkpoint = checkpoint or Path("models") / run / "best.ckpt"
+    out_dir = out_dir or Path("results") / run
+    metrics_path = Path(metrics_path or Path("metrics") / run / "eval.json")
     tokenizer = Tokenizer(tokenized_dir)
     model = load_model(checkpoint, tokenizer)
     translator = Translator(model, tokenizer, params.evaluate)
@@ -50,10 +53,10 @@ def evaluate(params: Params, name: str, tokenized_dir: Path = Path("data/tokeniz
             [i, *row] for i, row in enumerate(zip(dataset[split]["src"], dataset[split]["tgt"], hypotheses))])
     write_json(metrics_path, metrics)
     write_json(metrics_path.parent / "attention.json", attention)
-    logger = make_wandb_logger(params.wandb, name, Path("."),
-                               {"model": name, **block, **dataclasses.asdict(params.evaluate),
+    logger = make_wandb_logger(params.wandb, f"{name}-seed{seed}", Path("."),
+                               {"model": name, "seed": seed, **block, **dataclasses.asdict(params.evaluate),
                                 "params": model.num_parameters()},
-                               run_tags(name, block, params.train.seed), job_type="evaluate")
+                               run_tags(name, block, seed), job_type="evaluate")
     if logger:
         log_tables(logger, translations)
         finish_run(logger, {f"{split}/{key}": value for split, scores in metrics.items() for key, value in scores.items()})

@@ -100,7 +100,7 @@ def _runs(model_names: list[str], metrics_dir: Path, page: Page) -> dict[str, Pa
     for name in model_names:
         folders = sorted({path.parent for path in (metrics_dir / name).rglob("eval.json")})
         if not folders:
-            page.lack(f"model {name}", f"no `{metrics_dir / name}/**/eval.json`; run `dvc repro evaluate@{name}`")
+            page.lack(f"model {name}", f"no `{metrics_dir / name}/**/eval.json`; the evaluate stage writes it")
         runs.update({folder.relative_to(metrics_dir).as_posix(): folder for folder in folders})
     return runs
 
@@ -171,7 +171,7 @@ def _attention_section(page: Page, runs: dict[str, Path]) -> None:
         seen.add(model)
         path = folder / "attention.json"
         if not path.is_file():
-            page.lack(f"attention of {model}", f"no `{path}`; run `dvc repro evaluate@{model}`")
+            page.lack(f"attention of {model}", f"no `{path}`; the evaluate stage writes it")
             continue
         example = json.loads(path.read_text(encoding="utf-8"))
         if example["weights"] is None:

@@ -34,7 +34,8 @@ def cosine_schedule(warmup_steps: int, total_steps: int):
 
 
 class TranslationModule(L.LightningModule):
-    def __init__(self, name: str, block: dict, vocab_size: int, pad_id: int, vocab_sha256: str, train: dict):
+    def __init__(self, name: str, block: dict, vocab_size: int, pad_id: int, vocab_sha256: str, train: dict,
+                 seed: int = 0):
         super().__init__()
         self.save_hyperparameters()  # the checkpoint alone rebuilds the model and checks its vocabulary
         self.model = build_model(name, block, vocab_size, pad_id)
