@@ -12,7 +12,7 @@ export WANDB_SILENT ?= true
 SMOKE_DIR ?= runs/smoke
 
 .DEFAULT_GOAL := help
-.PHONY: help setup repro smoke test test-fast bench-decode clean-smoke report exp
+.PHONY: help setup repro smoke test test-fast bench-decode bench-train clean-smoke report exp
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -50,6 +50,9 @@ exp: $(VENV)/.installed ## run a DVC experiment with changed params, e.g. make e
 
 bench-decode: $(VENV)/.installed ## decoding speed of every trained model at beam 1 and 5 (after make repro)
 	python benchmarks/decode_speed.py
+
+bench-train: $(VENV)/.installed ## training tokens/s and share of matmul peak, fp32 and bf16, per model family (after dvc repro tokenize)
+	python benchmarks/train_throughput.py
 
 clean-smoke: ## delete the smoke workspace
 	rm -rf $(SMOKE_DIR)

@@ -2,6 +2,7 @@ import pytest
 import yaml
 
 from nmtbench.config import ConfigError, load_params, merge, parse_params, run_dir
+from nmtbench.models.registry import model_config
 
 
 def raw():
@@ -61,3 +62,13 @@ def test_merge_is_deep_and_leaves_its_inputs_alone():
 def test_missing_params_file_says_where_to_run(tmp_path):
     with pytest.raises(ConfigError, match="no such params file"):
         load_params(tmp_path / "params.yaml")
+
+
+@pytest.mark.parametrize("profile", ["smoke", "gpu"])
+def test_every_profile_overrides_only_known_keys(profile):
+    with open(f"profiles/{profile}.yaml") as f:
+        overrides = yaml.safe_load(f)
+    params = parse_params(merge(raw(), overrides))
+    assert set(params.models) == set(raw()["models"])  # a profile adjusts the grid, never adds a model by a typo
+    for name, block in params.models.items():
+        model_config(name, block)  # every overridden key exists in its family

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from nmtbench.config import ConfigError, DataConfig, ReportConfig, TokenizeConfig, merge, parse_params
@@ -96,6 +97,8 @@ def test_val_bleu_drives_early_stopping_and_the_best_checkpoint(project, make_da
     assert max(bleus) > 0 and metrics["best_val_bleu"] == max(bleus)
     assert len(rows) < 200 and len(rows) - 1 - best == 15  # stopped 15 validations without a better BLEU
     assert metrics["best_val_loss"] == min(row["val_loss"] for row in rows)
+    saved = torch.load("models/tiny/seed42/best.ckpt", weights_only=False)["callbacks"]["LearningCurve"]["rows"]
+    assert [row["step"] for row in saved] == [row["step"] for row in rows[: best + 1]]  # a resume continues the curve
 
     tokenizer = Tokenizer("data/tokenized")
     val = load_tokenized("data/tokenized")["val"]
@@ -105,12 +108,20 @@ def test_val_bleu_drives_early_stopping_and_the_best_checkpoint(project, make_da
     assert [r["val/bleu"] for r in read_offline_run(run)["history"] if "val/bleu" in r] == pytest.approx(bleus, abs=1e-4)
 
 
-def test_bf16_mixed_precision_trains_on_cpu(project):
-    cfg = dataclasses.replace(project.train, precision="bf16-mixed")
-    metrics = train(dataclasses.replace(project, train=cfg), "tiny")
+def test_bf16_mixed_precision_trains_on_cpu_and_val_bleu_can_be_off(project):
+    cfg = dataclasses.replace(project.train, precision="bf16-mixed", val_bleu_sentences=0)
+    linear_outputs = set()  # proof that autocast ran the matrix products in bf16
+    hook = torch.nn.modules.module.register_module_forward_hook(
+        lambda module, inputs, output: linear_outputs.add(output.dtype) if isinstance(module, torch.nn.Linear) else None)
+    try:
+        metrics = train(dataclasses.replace(project, train=cfg), "tiny")
+    finally:
+        hook.remove()
+    assert torch.bfloat16 in linear_outputs
     _, rows = read_curve()
     assert metrics["steps"] > 0 and math.isfinite(metrics["best_val_loss"])
-    assert all(math.isfinite(row["train_loss"]) and math.isfinite(row["val_loss"]) for row in rows)
+    assert len(rows) == 2 and all(math.isfinite(row["train_loss"]) and math.isfinite(row["val_loss"]) for row in rows)
+    assert metrics["best_val_bleu"] is None and all(row["val_bleu"] is None for row in rows)
 
 
 def test_evaluate_and_beam_sweep_score_every_sentence(project):
@@ -186,7 +197,9 @@ def test_translate_reads_a_file_or_standard_input(project, tmp_path):
 def test_two_process_data_parallel_training_on_cpu(project, tmp_path):
     """train with devices=2 strategy=ddp (gloo): both ranks step through disjoint halves of the batches."""
     raw = yaml.safe_load(open("params.yaml"))
-    raw["train"].update({"devices": 2, "strategy": "ddp", "accelerator": "cpu", "num_threads": 1})
+    # early stopping and the best checkpoint on BLEU: every rank must see the same val/bleu or one would raise or hang
+    raw["train"].update({"devices": 2, "strategy": "ddp", "accelerator": "cpu", "num_threads": 1,
+                         "early_stopping_metric": "bleu", "early_stopping_patience": 2})
     open("params.yaml", "w").write(yaml.safe_dump(raw))
     done = subprocess.run([sys.executable, "-m", "nmtbench", "train", "tiny"], capture_output=True, text=True,
                           timeout=600)
@@ -198,3 +211,7 @@ def test_two_process_data_parallel_training_on_cpu(project, tmp_path):
     batches = TokenBatchSampler([len(s) for s in train.src_ids], [len(t) for t in train.tgt_ids], 64, True).batches()
     assert metrics["steps"] == metrics["epochs"] * (len(batches) // 2)
     assert len(list(Path("wandb").glob("offline-run-*"))) == 1  # rank 0 alone logs
+    _, rows = read_curve()  # one row per validation, tokens summed over both ranks, BLEU broadcast from rank 0
+    assert [row["step"] for row in rows] == [metrics["steps"] // 2, metrics["steps"]]
+    assert rows[-1]["target_tokens"] == metrics["target_tokens"]
+    assert max(row["val_bleu"] for row in rows) == metrics["best_val_bleu"]

@@ -50,14 +50,27 @@ class ValidationBleu(L.Callback):
 
 
 class LearningCurve(L.Callback):
-    """Appends a row to the learning curve at every validation; rank 0 rewrites the file atomically."""
+    """Appends a row to the learning curve at every validation; rank 0 rewrites the file atomically.
+
+    Its rows, clock and loss sums travel in every checkpoint, so a run resumed from one continues
+    its curve instead of overwriting it with the rows after the restart.
+    """
 
     def __init__(self, path: Path):
         self.path, self.rows = Path(path), []
-        self._loss_sum, self._batches = 0.0, 0
+        self._loss_sum, self._batches, self._elapsed = 0.0, 0, 0.0
+        self._started: float | None = None  # perf_counter() at which training, resumed or not, began
+
+    def state_dict(self) -> dict:
+        elapsed = self._elapsed if self._started is None else time.perf_counter() - self._started
+        return {"rows": self.rows, "elapsed": elapsed, "loss_sum": float(self._loss_sum), "batches": self._batches}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rows, self._elapsed = list(state["rows"]), state["elapsed"]
+        self._loss_sum, self._batches = state["loss_sum"], state["batches"]
 
     def on_train_start(self, trainer, pl_module):
-        self._started = time.perf_counter()
+        self._started = time.perf_counter() - self._elapsed
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         self._loss_sum += outputs["batch_loss"]
