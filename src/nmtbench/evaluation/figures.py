@@ -73,7 +73,9 @@ def attention_heatmap(example: dict, label: str) -> bytes:
     """Source attention of every output step of one sentence: rows are output pieces, columns source pieces."""
     source, target = example["source_pieces"], example["target_pieces"]
     fig, axes = _pyplot().subplots(figsize=(0.35 * len(source) + 2, 0.3 * len(target) + 1.5))
-    axes.imshow(example["weights"], cmap="Greys", vmin=0, vmax=1, aspect="auto")
+    # darkest at the map's own largest weight, so near-uniform attention of a weak model stays visible
+    image = axes.imshow(example["weights"], cmap="Greys", vmin=0, aspect="auto")
+    fig.colorbar(image, ax=axes, fraction=0.05)
     axes.set_xticks(range(len(source)), source, rotation=90, fontsize=8)
     axes.set_yticks(range(len(target)), target, fontsize=8)
     axes.set_title(label, fontsize=9)
