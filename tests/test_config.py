@@ -34,6 +34,12 @@ def test_default_params_load():
     ({"seeds": [1, 1]}, "seeds: expected a list of distinct integers"),
     ({"seeds": 42}, "seeds: expected a list of distinct integers"),
     ({"seeds": [1, 2]}, "beam_sweep.seed: 42 is not in seeds [1, 2]; choose one of them"),
+    ({"compare": {"baseline": "gpt"}}, "compare.baseline: 'gpt' is not a model of params.yaml; choose one of rnn, gru"),
+    ({"compare": {"bootstrap_seed": 0}}, "compare.bootstrap_seed: must be > 0, got 0"),
+    ({"compare": {"bootstrap_resamples": 0}}, "compare.bootstrap_resamples: must be > 0, got 0"),
+    ({"compare": {"length_buckets": [12, 8]}}, "compare.length_buckets: expected increasing positive integers"),
+    ({"compare": {"length_buckets": []}}, "compare.length_buckets: expected increasing positive integers"),
+    ({"compare": {"examples": [-1]}}, "compare.examples: expected sentence indices (integers >= 0), got [-1]"),
 ])
 def test_bad_params_name_the_key_and_the_fix(override, message):
     with pytest.raises(ConfigError) as error:

@@ -31,17 +31,27 @@ def smoke(tmp_path_factory):
 @pytest.mark.slow
 def test_smoke_pipeline_scores_every_model(smoke):
     workspace, _ = smoke
+    params = load_params(workspace / "params.yaml")
     comparison = json.loads((workspace / "results/comparison.json").read_text())
-    assert list(comparison) == list(load_params(workspace / "params.yaml").models)
-    for row in comparison.values():
+    assert list(comparison["models"]) == list(params.models)
+    assert (comparison["baseline"], comparison["seeds"]) == (params.compare.baseline, params.seeds)
+    for row in comparison["models"].values():
         for split in ("test_2016_flickr", "test_2017_flickr"):
-            assert 0 <= row[f"{split}_bleu"] <= 100
-            assert 0 <= row[f"{split}_chrf"] <= 100  # a 4-epoch tiny model may output nothing
-        assert row["params"] > 0 and row["train_tokens_per_s"] > 0
+            for metric in ("bleu", "bleu_lc", "chrf"):
+                assert 0 <= row[split][metric]["mean"] <= 100  # a 4-epoch tiny model may output nothing
+            assert row[split]["ter"]["mean"] >= 0
+            p_value = row[split]["bootstrap"]["p_value"]
+            assert p_value is None if row is comparison["models"][comparison["baseline"]] else 0 < p_value <= 1
+            assert sum(bucket["sentences"] for bucket in row[split]["length_buckets"].values()) == 40
+        assert row["params"] > 0 and row["train_tokens_per_s"]["mean"] > 0
+    for examples in comparison["examples"].values():
+        assert [example["index"] for example in examples] == params.compare.examples
+        assert all(set(example["outputs"]) == set(params.models) for example in examples)
     table = (workspace / "results/comparison.md").read_text()
-    assert all(f"| {name} |" in table for name in comparison)
+    assert all(f"| {name} " in table for name in comparison["models"])
     page = (workspace / "results/report.html").read_text()
-    plots = ("learning-curves", "frontier", "attention-lstm_attention_additive", "attention-transformer", "attention-cnn")
+    plots = ("length-buckets", "learning-curves", "frontier", "attention-lstm_attention_additive",
+             "attention-transformer", "attention-cnn")
     for plot in plots:
         assert f'<img id="{plot}"' in page
     sweep = json.loads((workspace / "results/beam_sweep.json").read_text())
@@ -57,7 +67,7 @@ def test_dvc_metrics_show_the_same_numbers(smoke):
     expected = json.loads((workspace / "results/comparison.json").read_text())
     assert comparison == expected
     train = files["metrics/transformer/seed42/train.json"]["data"]
-    assert train["best_val_loss"] == expected["transformer"]["best_val_loss"]
+    assert train["best_val_loss"] == expected["models"]["transformer"]["best_val_loss"]["mean"]
     (workspace_row, *_) = json.loads(run("dvc", "exp", "show", "--json").stdout)
     shown = workspace_row["rev"] == "workspace" and workspace_row["data"]["metrics"]
     assert shown["results/comparison.json"]["data"] == expected

@@ -49,11 +49,16 @@ def outputs(tmp_path):
     write_run(metrics / "cnn", 5_000, 33.0, 90.0, weights=diagonal)
     results.mkdir()
     (results / "comparison.md").write_text(TABLE)
+    def buckets(*bleu):  # the compare stage's per-bucket figures; None: an empty bucket
+        return {"length_buckets": {label: {"sentences": 0 if b is None else 5, "bleu": b and {"mean": b, "sd": None}}
+                                   for label, b in zip(("1-10", "11-20", "21+"), bleu)}}
     comparison = {
-        "length_buckets": {"split": "test_2016_flickr", "buckets": ["1-10", "11-20", "21+"],
-                           "bleu": {"lstm": [35.0, 28.0, 12.5], "transformer": [36.0, 35.0, 33.0]}},
-        "examples": [{"index": 3, "source": "A <cat>.", "reference": "Eine Katze.",
-                      "hypotheses": {"lstm": "Ein Hund.", "transformer": "Eine Katze."}}],
+        "splits": ["test_2016_flickr"],
+        "length_buckets": ["1-10", "11-20", "21+"],
+        "models": {"lstm": {"test_2016_flickr": buckets(35.0, 28.0, 12.5)},
+                   "transformer": {"test_2016_flickr": buckets(36.0, 35.0, None)}},
+        "examples": {"test_2016_flickr": [{"index": 3, "source": "A <cat>.", "reference": "Eine Katze.",
+                                           "outputs": {"lstm": "Ein Hund.", "transformer": "Eine Katze."}}]},
     }
     (results / "comparison.json").write_text(json.dumps(comparison))
     return metrics, results
@@ -83,7 +88,8 @@ def test_report_embeds_every_plot(outputs):
     assert len(embedded_pngs(text)) == 5
     assert not re.search(r'(src|href)="(?!data:|claims\.md)', text)  # self-contained: no external assets
     assert '<td class="number"><strong>35.12</strong> +- 0.40</td>' in text
-    assert "<td>A &lt;cat&gt;.</td><td>Eine Katze.</td><td>Ein Hund.</td><td>Eine Katze.</td>" in text
+    assert "<th>test_2016_flickr</th><th>source</th><th>reference</th><th>lstm</th><th>transformer</th>" in text
+    assert "<td>3</td><td>A &lt;cat&gt;.</td><td>Eine Katze.</td><td>Ein Hund.</td><td>Eine Katze.</td>" in text
     assert "Models without attention (nothing to draw): lstm." in text
     assert "transformer/seed1: source attention" in text  # one heatmap per model: its first seed
 

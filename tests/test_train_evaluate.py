@@ -1,6 +1,7 @@
 """The train, evaluate, beam-sweep and translate commands on a tiny dataset, in a scratch project folder."""
 import csv
 import dataclasses
+import hashlib
 import json
 import math
 import subprocess
@@ -11,6 +12,7 @@ import pytest
 import torch
 import yaml
 
+from nmtbench.cli import main
 from nmtbench.config import ConfigError, DataConfig, ReportConfig, TokenizeConfig, merge, parse_params
 from nmtbench.data.batching import TokenBatchSampler, TranslationData
 from nmtbench.data.prepare import prepare
@@ -30,6 +32,7 @@ TINY_PARAMS = {
     "train": {"batch_tokens": 64, "max_epochs": 2, "warmup_steps": 2, "max_time": None},
     "evaluate": {"beam": 2, "max_len_a": 1.0, "max_len_b": 2},
     "beam_sweep": {"model": "tiny", "seed": 42, "beams": [1, 2], "alphas": [1.0]},
+    "compare": {"baseline": "tiny", "bootstrap_resamples": 10, "examples": [0]},
     "wandb": {"group": "unit"},
     "models": {"tiny": {"family": "transformer", "d_model": 16, "heads": 2, "layers": 1, "d_ff": 32}},
 }
@@ -128,10 +131,16 @@ def test_evaluate_and_beam_sweep_score_every_sentence(project):
     train(project, "tiny")
     metrics = evaluate(project, "tiny")
     for split in ("test_2016_flickr", "test_2017_flickr"):
-        lines = open(f"results/tiny/seed42/{split}.txt").read().splitlines()
-        assert len(lines) == metrics[split]["sentences"] > 0
-        assert {"bleu", "chrf", "bleu_signature", "chrf_signature"} <= set(metrics[split])
+        text = open(f"results/tiny/seed42/{split}.txt", "rb").read()
+        assert len(text.decode().splitlines()) == metrics[split]["sentences"] > 0
+        assert metrics[split]["hypotheses_sha256"] == hashlib.sha256(text).hexdigest()
+        assert {"bleu", "bleu_lc", "chrf", "ter", "bleu_signature", "ter_signature"} <= set(metrics[split])
         assert metrics[split]["beam"] == 2
+    assert main(["compare"]) == 0  # reads the translations back, checked against their hashes
+    comparison = json.loads(open("results/comparison.json").read())
+    assert comparison["models"]["tiny"]["test_2017_flickr"]["bleu"]["mean"] == metrics["test_2017_flickr"]["bleu"]
+    assert comparison["examples"]["test_2017_flickr"][0]["outputs"]["tiny"] == open(
+        "results/tiny/seed42/test_2017_flickr.txt").read().rstrip("\n")
     sweep = beam_sweep(project)
     assert [(r["beam"], r["alpha"]) for r in sweep["rows"]] == [(1, 1.0), (2, 1.0)]
     assert open("results/beam_sweep.png", "rb").read(4) == b"\x89PNG"

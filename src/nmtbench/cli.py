@@ -41,8 +41,10 @@ def _evaluate(args):
 def _compare(args):
     from nmtbench.evaluation.compare import compare
 
+    from nmtbench.data.tokenizer import load_tokenized
+
     params = load_params(args.params)
-    compare(list(params.models), params.seeds)
+    compare(list(params.models), params.seeds, params.compare, load_tokenized())
     print(Path("results/comparison.md").read_text())
 
 
@@ -108,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         command.add_argument("model", help="a model name from the models block of params.yaml")
         command.add_argument("--seed", type=int, help="which run of the model (default: the first of seeds)")
         command.set_defaults(run=run)
-    commands.add_parser("compare", help="the side-by-side table of every model").set_defaults(run=_compare)
+    commands.add_parser("compare", help="the side-by-side table of every model: scores over seeds, "
+                        "significance, BLEU by length, examples").set_defaults(run=_compare)
     commands.add_parser("beam-sweep", help="BLEU and speed of one model over beam sizes and alphas").set_defaults(run=_beam_sweep)
     commands.add_parser("report", help="results/report.html: the table and every plot on one page").set_defaults(run=_report)
     commands.add_parser("dashboard", help="a W&B report comparing the runs (needs a W&B account)").set_defaults(run=_dashboard)

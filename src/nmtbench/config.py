@@ -188,6 +188,25 @@ class BeamSweepConfig:
 
 
 @dataclass
+class CompareConfig:
+    baseline: str | None = None  # a name from models; null: the first model
+    bootstrap_resamples: int = 1000
+    bootstrap_seed: int = 12345
+    length_buckets: list = field(default_factory=lambda: [8, 12, 16, 20])
+    examples: list = field(default_factory=lambda: [0, 100, 500])
+
+    def __post_init__(self):
+        positive("compare.bootstrap_resamples", self.bootstrap_resamples)
+        positive("compare.bootstrap_seed", self.bootstrap_seed)  # sacreBLEU reads seed 0 as "no seed"
+        bounds = self.length_buckets
+        if not bounds or not all(isinstance(b, int) and b > 0 for b in bounds) or sorted(set(bounds)) != bounds:
+            raise ConfigError(f"compare.length_buckets: expected increasing positive integers (the longest source, "
+                              f"in words, of each bucket), got {bounds!r}")
+        if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in self.examples):
+            raise ConfigError(f"compare.examples: expected sentence indices (integers >= 0), got {self.examples!r}")
+
+
+@dataclass
 class WandbConfig:
     project: str = "nmtbench"
     mode: str = "offline"
@@ -216,6 +235,7 @@ class Params:
     beam_sweep: BeamSweepConfig
     wandb: WandbConfig
     report: ReportConfig
+    compare: CompareConfig
     models: dict  # name -> raw block; models.registry validates and builds each
     seeds: list = field(default_factory=lambda: [42])  # the grid is models x seeds
 
@@ -230,7 +250,7 @@ class Params:
 def parse_params(raw: dict) -> Params:
     sections = {"data": DataConfig, "tokenize": TokenizeConfig, "train": TrainConfig,
                 "evaluate": DecodeConfig, "beam_sweep": BeamSweepConfig, "wandb": WandbConfig,
-                "report": ReportConfig}
+                "compare": CompareConfig, "report": ReportConfig}
     unknown = sorted(set(raw) - set(sections) - {"models", "seeds"})
     if unknown:
         raise ConfigError(f"params: unknown block(s) {', '.join(unknown)}; valid blocks are "
@@ -247,6 +267,9 @@ def parse_params(raw: dict) -> Params:
         raise ConfigError("models: define at least one model block, e.g. models.transformer")
     if built["beam_sweep"].model not in (None, *models):
         raise ConfigError(f"beam_sweep.model: {built['beam_sweep'].model!r} is not a model of params.yaml; "
+                          f"choose one of {', '.join(models)}")
+    if built["compare"].baseline not in (None, *models):
+        raise ConfigError(f"compare.baseline: {built['compare'].baseline!r} is not a model of params.yaml; "
                           f"choose one of {', '.join(models)}")
     if built["beam_sweep"].seed not in seeds:
         raise ConfigError(f"beam_sweep.seed: {built['beam_sweep'].seed} is not in seeds {seeds}; choose one of them")

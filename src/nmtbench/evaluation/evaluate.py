@@ -6,6 +6,7 @@ sentence (`attention.json` beside the metrics) and, in an evaluation W&B run, ev
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 from pathlib import Path
 
@@ -44,8 +45,12 @@ def evaluate(params: Params, name: str, seed: int | None = None, tokenized_dir: 
         found = translator.translate_ids(dataset[split]["src_ids"])
         seconds = time.perf_counter() - started
         hypotheses = [tokenizer.decode(hyps[0].tokens) for hyps in found]
-        write_text(out_dir / f"{split}.txt", "".join(h + "\n" for h in hypotheses))
+        text = "".join(h + "\n" for h in hypotheses)
+        write_text(out_dir / f"{split}.txt", text)
         metrics[split] = {**score(hypotheses, dataset[split]["tgt"]), "sentences": len(hypotheses),
+                          # compare reads the translation and checks it is this one; through this hash,
+                          # DVC sees a changed translation in the metrics compare depends on
+                          "hypotheses_sha256": hashlib.sha256(text.encode()).hexdigest(),
                           "decode_seconds": round(seconds, 2),
                           "sentences_per_s": round(len(hypotheses) / seconds, 1),
                           "beam": params.evaluate.beam}

@@ -12,6 +12,7 @@ import csv
 import html
 import itertools
 import json
+import math
 import re
 from pathlib import Path
 
@@ -111,8 +112,11 @@ def _length_section(page: Page, comparison: dict) -> None:
     if not buckets:
         page.lack("BLEU by source-length bucket", "`results/comparison.json` has no `length_buckets`; the compare stage writes it")
         return
-    page.figure("length-buckets", figures.length_buckets(buckets["buckets"], buckets["bleu"], buckets["split"]),
-                f"BLEU per source-length bucket on {buckets['split']}, one line per model")
+    split = comparison["splits"][0]
+    bleu = {name: [(row[split]["length_buckets"][bucket]["bleu"] or {"mean": math.nan})["mean"] for bucket in buckets]
+            for name, row in comparison["models"].items()}  # an empty bucket has no BLEU: a gap in the line
+    page.figure("length-buckets", figures.length_buckets(buckets, bleu, split),
+                f"BLEU per source-length bucket (words) on {split}, one line per model (mean over seeds)")
 
 
 def _curves_section(page: Page, runs: dict[str, Path]) -> None:
@@ -192,14 +196,15 @@ def _examples_section(page: Page, comparison: dict) -> None:
     if not examples:
         page.lack("example translations", "`results/comparison.json` has no `examples`; the compare stage writes it")
         return
-    models = list(examples[0]["hypotheses"])
-    header = "".join(f"<th>{html.escape(cell)}</th>" for cell in ["", "source", "reference", *models])
-    rows = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in
-                         [example["index"], example["source"], example["reference"],
-                          *(example["hypotheses"][model] for model in models)]) + "</tr>"
-        for example in examples)
-    page.add(f"<table><tr>{header}</tr>{rows}</table>")
+    for split, rows in examples.items():
+        models = list(rows[0]["outputs"])
+        header = "".join(f"<th>{html.escape(cell)}</th>" for cell in [split, "source", "reference", *models])
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in
+                             [example["index"], example["source"], example["reference"],
+                              *(example["outputs"][model] for model in models)]) + "</tr>"
+            for example in rows)
+        page.add(f"<table><tr>{header}</tr>{body}</table>")
 
 
 def markdown_html(text: str) -> str:
