@@ -14,7 +14,7 @@ from nmtbench.data.batching import TokenBatchSampler, TranslationData
 from nmtbench.data.prepare import prepare
 from nmtbench.data.tokenizer import Tokenizer, tokenize
 from nmtbench.evaluation.beam_sweep import beam_sweep
-from nmtbench.evaluation.evaluate import evaluate
+from nmtbench.evaluation.evaluate import evaluate, one_line
 from nmtbench.training.train import CheckpointError, load_model, train
 from nmtbench.tracking import read_offline_run
 
@@ -78,6 +78,10 @@ def test_evaluate_and_beam_sweep_score_every_sentence(project):
     assert [(r["beam"], r["alpha"]) for r in sweep["rows"]] == [(1, 1.0), (2, 1.0)]
     assert open("results/beam_sweep.png", "rb").read(4) == b"\x89PNG"
     assert "| 2 | 1 |" in open("results/beam_sweep.md").read()
+
+
+def test_a_translation_is_written_and_scored_as_one_line():
+    assert one_line("Ein\nHund\r\nrennt\x0c.") == "Ein Hund  rennt\x0c."
 
 
 def test_a_checkpoint_from_another_vocabulary_is_refused(project, tmp_path):
