@@ -19,7 +19,7 @@ from nmtbench.data.prepare import prepare
 from nmtbench.data.tokenizer import Tokenizer, load_tokenized, tokenize
 from nmtbench.evaluation.beam_sweep import beam_sweep
 from nmtbench.decoding.translator import Translator
-from nmtbench.evaluation.evaluate import evaluate
+from nmtbench.evaluation.evaluate import evaluate, one_line
 from nmtbench.evaluation.scoring import score
 from nmtbench.training.curves import CURVE_COLUMNS, GREEDY
 from nmtbench.training.train import CheckpointError, load_model, train
@@ -174,6 +174,10 @@ def test_evaluate_keeps_one_attention_map_and_logs_every_translation(project):
     assert table["columns"] == ["index", "source", "reference", "hypothesis"]
     assert table["data"] == [[0, "A cat.", "Eine Katze.", hypotheses[0]],
                              [1, "Two birds fly.", "Zwei Vögel fliegen.", hypotheses[1]]]
+
+
+def test_a_translation_is_written_and_scored_as_one_line():
+    assert one_line("Ein\nHund\r\nrennt\x0c.") == "Ein Hund  rennt\x0c."
 
 
 def test_a_checkpoint_from_another_vocabulary_is_refused(project, tmp_path):

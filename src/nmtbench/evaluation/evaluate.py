@@ -44,7 +44,7 @@ def evaluate(params: Params, name: str, seed: int | None = None, tokenized_dir: 
         started = time.perf_counter()
         found = translator.translate_ids(dataset[split]["src_ids"])
         seconds = time.perf_counter() - started
-        hypotheses = [tokenizer.decode(hyps[0].tokens) for hyps in found]
+        hypotheses = [one_line(tokenizer.decode(hyps[0].tokens)) for hyps in found]
         text = "".join(h + "\n" for h in hypotheses)
         write_text(out_dir / f"{split}.txt", text)
         metrics[split] = {**score(hypotheses, dataset[split]["tgt"]), "sentences": len(hypotheses),
@@ -94,3 +94,9 @@ def attention_example(model: Seq2Seq, tokenizer: Tokenizer, dataset, params: Par
         # a decoder-only model also attends to its own output: keep the weights on the source
         "weights": [[round(float(w), 4) for w in row[: len(source)]] for row in attention[0]] or None,
     }
+
+
+def one_line(text: str) -> str:
+    """A translation as one line of the output file: a model can emit a line break (byte fallback),
+    which would shift every later line. What is written is what is scored."""
+    return text.replace("\r", " ").replace("\n", " ")
