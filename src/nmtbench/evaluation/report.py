@@ -22,7 +22,7 @@ from nmtbench.files import write_text
 CURVE_COLUMNS = ("wall_seconds", "target_tokens", "val_bleu")
 STYLE = """
 body { font-family: sans-serif; max-width: 1200px; margin: 2em auto; padding: 0 1em; color: #222; }
-table { border-collapse: collapse; font-size: 0.85em; margin: 1em 0; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 1em 0; display: block; overflow-x: auto; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; vertical-align: top; }
 th { background: #f0f0f0; }
 td.number { text-align: right; font-variant-numeric: tabular-nums; }
