@@ -12,7 +12,7 @@ export WANDB_SILENT ?= true
 SMOKE_DIR ?= runs/smoke
 
 .DEFAULT_GOAL := help
-.PHONY: help setup repro smoke test test-fast bench-decode bench-train claims clean-smoke
+.PHONY: help setup repro smoke test test-fast bench-decode bench-train claims report exp clean-smoke
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -37,6 +37,16 @@ test: $(VENV)/.installed ## every test, the end-to-end smoke pipeline included
 
 test-fast: $(VENV)/.installed ## unit tests only (skips tests marked slow)
 	python -m pytest -m "not slow"
+
+report: $(VENV)/.installed ## rebuild results/comparison.md and results/report.html from the trained models' metrics
+	dvc repro --force --single-item compare report
+
+# A DVC experiment: the whole pipeline with some params changed, kept beside the workspace's results.
+SET ?=
+exp: $(VENV)/.installed ## run a DVC experiment with changed params, e.g. make exp SET="train.lr=0.0005 evaluate.beam=8"
+	@test -n "$(SET)" || { echo 'make exp: name the params to change, e.g. make exp SET="train.lr=0.0005"'; exit 2; }
+	dvc exp run $(foreach assignment,$(SET),-S $(assignment))
+	dvc exp show --only-changed --md
 
 bench-decode: $(VENV)/.installed ## decoding speed of every trained model at beam 1 and 5 (after make repro)
 	python benchmarks/decode_speed.py

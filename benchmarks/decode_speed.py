@@ -3,10 +3,10 @@
     python benchmarks/decode_speed.py [--models-dir models] [--models transformer cnn]
                                       [--split test_2016_flickr] [--beams 1 5] [--threads 2]
 
-Finds every trained model folder (a `best.ckpt`) under --models-dir, decodes the tokenized split of
+Finds every trained run (`<model>/seed<seed>/best.ckpt`) under --models-dir, decodes the tokenized split of
 data/tokenized once untimed on its first 64 sentences (warm-up) and then whole, timed, and prints
-one row per model and beam: time, sentences/s, target tokens/s (eos included), mean output length (eos excluded),
-BLEU, and the work done: decoder steps (calls of decode_step) and beam rows (rows fed to them).
+one row per run and beam: time, sentences/s, target tokens/s (eos included), mean output length
+(eos excluded), BLEU, and the work done: decoder steps (calls of decode_step) and beam rows (rows fed to them).
 Speed depends on output lengths, so compare models of similar quality (the BLEU column says).
 """
 from __future__ import annotations

@@ -17,11 +17,12 @@ def test_a_failed_save_leaves_the_previous_checkpoint_whole(tmp_path):
 
 
 def test_the_fingerprint_changes_with_model_train_and_vocabulary_only():
-    fingerprint = run_fingerprint(BLOCK, TRAIN, "abc")
-    assert fingerprint == run_fingerprint(dict(reversed(BLOCK.items())), TRAIN, "abc")  # key order does not count
-    assert fingerprint != run_fingerprint({**BLOCK, "d_model": 32}, TRAIN, "abc")
-    assert fingerprint != run_fingerprint(BLOCK, {**TRAIN, "seed": 2}, "abc")
-    assert fingerprint != run_fingerprint(BLOCK, TRAIN, "abd")
+    fingerprint = run_fingerprint(BLOCK, TRAIN, "abc", 1)
+    assert fingerprint == run_fingerprint(dict(reversed(BLOCK.items())), TRAIN, "abc", 1)  # key order does not count
+    assert fingerprint != run_fingerprint({**BLOCK, "d_model": 32}, TRAIN, "abc", 1)
+    assert fingerprint != run_fingerprint(BLOCK, {**TRAIN, "lr": 2.0}, "abc", 1)
+    assert fingerprint != run_fingerprint(BLOCK, TRAIN, "abd", 1)
+    assert fingerprint != run_fingerprint(BLOCK, TRAIN, "abc", 2)
 
 
 def write_last(folder, fingerprint, step=7):

@@ -1,90 +1,190 @@
+import hashlib
 import json
+import statistics
 
 import pytest
 
-from nmtbench.evaluation.compare import compare
+from nmtbench.config import CompareConfig, ConfigError
+from nmtbench.evaluation.compare import bucket_labels, bucket_of, compare
+from nmtbench.evaluation.scoring import bleu, score
+from nmtbench.evaluation.significance import paired_bootstrap
 
-BLEU_SIG = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
-CHRF_SIG = "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:2.6.0"
+SPLIT = "test_2016_flickr"
+SOURCES = ["A cat sits.", "A dog runs in the park.", "Two men play chess outside on a sunny day.",
+           "A child laughs.", "People walk on a busy street in the city center."]
+REFERENCES = ["Eine Katze sitzt.", "Ein Hund rennt im Park.", "Zwei Männer spielen draußen Schach an einem sonnigen Tag.",
+              "Ein Kind lacht.", "Menschen gehen auf einer belebten Straße im Stadtzentrum."]
+OUTPUTS = {  # (model, seed) -> translation of the test set
+    ("transformer", 1): REFERENCES,
+    ("transformer", 2): ["Eine Katze sitzt.", "Ein Hund rennt im Park.", "Zwei Männer spielen Schach.",
+                         "Ein Kind lacht.", "Menschen gehen auf einer Straße."],
+    ("rnn", 1): ["Katze.", "Ein Hund.", "Zwei Männer spielen.", "Ein Kind.", "Menschen gehen."],
+    ("rnn", 2): ["Eine Katze.", "Hund rennt.", "Männer spielen Schach.", "Kind lacht.", "Menschen auf Straße."],
+}
+TRAIN = {"transformer": (9_512_448, 1199.6, 15321.4, 2.3456), "rnn": (3_320_576, 3725.2, 8000.5, 2.5)}
+CFG = CompareConfig(baseline="rnn", bootstrap_resamples=100, bootstrap_seed=5, length_buckets=[4, 8], examples=[1, 3])
 
 
-def scores(bleu, chrf, sentences=1000):
-    return {"bleu": bleu, "chrf": chrf, "bleu_signature": BLEU_SIG, "chrf_signature": CHRF_SIG,
-            "sentences": sentences, "decode_seconds": 12.5}
-
-
-def write_model(metrics_dir, name, params, seconds, tokens_per_s, val_loss, evals):
-    (metrics_dir / name).mkdir(parents=True)
-    train = {"params": params, "train_seconds": seconds, "train_tokens_per_s": tokens_per_s,
-             "best_val_loss": val_loss, "best_val_ppl": 2.0, "steps": 1200, "epochs": 10}
-    (metrics_dir / name / "train.json").write_text(json.dumps(train))
-    (metrics_dir / name / "eval.json").write_text(json.dumps(evals))
+def write_run(root, name, seed, hypotheses):
+    """metrics/<name>/seed<seed>/{train,eval}.json and results/<name>/seed<seed>/<split>.txt as the stages write them."""
+    text = "".join(h + "\n" for h in hypotheses)
+    (root / "results" / name / f"seed{seed}").mkdir(parents=True)
+    (root / "results" / name / f"seed{seed}" / f"{SPLIT}.txt").write_text(text)
+    params, seconds, tokens_per_s, val_loss = TRAIN[name]
+    train = {"params": params, "train_seconds": seconds + seed, "train_tokens_per_s": tokens_per_s,
+             "best_val_loss": val_loss + seed / 100, "best_val_ppl": 2.0, "steps": 1200, "epochs": 10,
+             "target_tokens": 10_000}
+    evals = {SPLIT: {**score(hypotheses, REFERENCES), "sentences": 5, "decode_seconds": 0.5, "sentences_per_s": 10.0,
+                     "beam": 5, "hypotheses_sha256": hashlib.sha256(text.encode()).hexdigest()}}
+    (root / "metrics" / name / f"seed{seed}").mkdir(parents=True)
+    (root / "metrics" / name / f"seed{seed}" / "train.json").write_text(json.dumps(train))
+    (root / "metrics" / name / f"seed{seed}" / "eval.json").write_text(json.dumps(evals))
 
 
 @pytest.fixture
-def metrics_dir(tmp_path):
-    metrics = tmp_path / "metrics"
-    write_model(metrics, "transformer", 9_512_448, 1199.6, 15321.4, 2.3456,
-                {"test_2016_flickr": scores(35.12, 61.4), "test_2017_flickr": scores(28.0, 55.55)})
-    write_model(metrics, "lstm_attention", 12_034_567, 3725.2, 8000.5, 2.5,
-                {"test_2016_flickr": scores(30.5, 58.25), "test_2017_flickr": scores(24.75, 52.0)})
-    return metrics
+def root(tmp_path):
+    for (name, seed), hypotheses in OUTPUTS.items():
+        write_run(tmp_path, name, seed, hypotheses)
+    return tmp_path
 
 
-def test_comparison_json(metrics_dir, tmp_path):
-    out = tmp_path / "results"
-    result = compare(["lstm_attention", "transformer"], metrics_dir, out)
-    expected = {
-        "lstm_attention": {"params": 12_034_567, "train_seconds": 3725.2, "train_tokens_per_s": 8000.5,
-                           "best_val_loss": 2.5, "test_2016_flickr_bleu": 30.5, "test_2016_flickr_chrf": 58.25,
-                           "test_2017_flickr_bleu": 24.75, "test_2017_flickr_chrf": 52.0},
-        "transformer": {"params": 9_512_448, "train_seconds": 1199.6, "train_tokens_per_s": 15321.4,
-                        "best_val_loss": 2.3456, "test_2016_flickr_bleu": 35.12, "test_2016_flickr_chrf": 61.4,
-                        "test_2017_flickr_bleu": 28.0, "test_2017_flickr_chrf": 55.55},
-    }
-    assert result == expected
-    assert json.loads((out / "comparison.json").read_text()) == expected
-    assert list(json.loads((out / "comparison.json").read_text())) == ["lstm_attention", "transformer"]
+def run_compare(root, seeds, cfg=CFG, models=("transformer", "rnn")):
+    return compare(list(models), seeds, cfg, {SPLIT: {"src": SOURCES, "tgt": REFERENCES}},
+                   root / "metrics", root / "results")
 
 
-def test_comparison_markdown(metrics_dir, tmp_path):
-    out = tmp_path / "results"
-    compare(["transformer", "lstm_attention"], metrics_dir, out)
-    assert (out / "comparison.md").read_text() == (
-        "| Model | Parameters | Training time | Train tokens/s | Best val loss "
-        "| test_2016_flickr BLEU | test_2016_flickr chrF | test_2017_flickr BLEU | test_2017_flickr chrF |\n"
-        "|:---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
-        "| transformer | 9,512,448 | 0:20:00 | 15,321 | 2.346 | 35.12 | 61.40 | 28.00 | 55.55 |\n"
-        "| lstm_attention | 12,034,567 | 1:02:05 | 8,000 | 2.500 | 30.50 | 58.25 | 24.75 | 52.00 |\n"
-        "\n"
-        "sacreBLEU signatures:\n"
-        "\n"
-        f"- BLEU: `{BLEU_SIG}`\n"
-        f"- chrF: `{CHRF_SIG}`\n"
-    )
-    assert sorted(p.name for p in out.iterdir()) == ["comparison.json", "comparison.md"]
+def test_scores_are_mean_and_sd_over_seeds(root):
+    result = run_compare(root, [1, 2])
+    assert (result["baseline"], result["seeds"], result["splits"]) == ("rnn", [1, 2], [SPLIT])
+    for name in ("transformer", "rnn"):
+        for metric in ("bleu", "bleu_lc", "chrf", "ter"):
+            values = [score(OUTPUTS[name, seed], REFERENCES)[metric] for seed in (1, 2)]
+            assert result["models"][name][SPLIT][metric] == {
+                "mean": round(statistics.mean(values), 4), "sd": round(statistics.stdev(values), 4),
+                "per_seed": {"1": values[0], "2": values[1]}}
+    transformer = result["models"]["transformer"]
+    assert transformer["params"] == 9_512_448
+    assert transformer["train_seconds"] == {"mean": 1201.1, "sd": round(statistics.stdev([1200.6, 1201.6]), 4),
+                                            "per_seed": {"1": 1200.6, "2": 1201.6}}
+    assert result["signatures"]["bleu"] == [score(REFERENCES, REFERENCES)["bleu_signature"]]
+    assert result["signatures"]["paired_bootstrap"] == [
+        "nrefs:1|bs:100|seed:5|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"]
+    assert json.loads((root / "results" / "comparison.json").read_text()) == result
 
 
-def test_missing_train_metrics_names_the_stage(metrics_dir, tmp_path):
-    (metrics_dir / "transformer" / "train.json").unlink()
+def test_comparison_markdown_table(root):
+    result = run_compare(root, [1])
+    lines = (root / "results" / "comparison.md").read_text().splitlines()
+    assert lines[0] == ("| Model | Parameters | Training time | Train tokens/s | Best val loss | test_2016_flickr BLEU "
+                        "| test_2016_flickr 95% CI | test_2016_flickr BLEU lc | test_2016_flickr chrF | test_2016_flickr TER |")
+    assert lines[1] == "|:---|" + "---:|" * 9
+    rnn, test = score(OUTPUTS["rnn", 1], REFERENCES), result["models"]["rnn"][SPLIT]["bootstrap"]
+    assert lines[3] == (f"| rnn (baseline) | 3,320,576 | 1:02:06 | 8,000 | 2.510 | {rnn['bleu']:.2f} "
+                        f"| [{test['mean'] - test['ci']:.2f}, {test['mean'] + test['ci']:.2f}] | {rnn['bleu_lc']:.2f} "
+                        f"| {rnn['chrf']:.2f} | {rnn['ter']:.2f} |")
+    assert lines[5] == "One seed (1)."
+
+
+def test_one_seed_has_no_sd(root):
+    result = run_compare(root, [2])
+    assert result["models"]["rnn"][SPLIT]["bleu"]["sd"] is None
+    table = (root / "results" / "comparison.md").read_text()
+    assert " ± " not in table and "One seed (2)." in table
+
+
+def test_paired_bootstrap_against_the_baseline_per_seed(root):
+    result = run_compare(root, [1, 2])
+    for seed in (1, 2):
+        expected, _ = paired_bootstrap({name: OUTPUTS[name, seed] for name in ("transformer", "rnn")}, REFERENCES,
+                                       "rnn", 100, 5)
+        for name in ("transformer", "rnn"):
+            assert result["models"][name][SPLIT]["bootstrap"]["per_seed"][str(seed)] == expected[name]
+    test = result["models"]["transformer"][SPLIT]["bootstrap"]
+    p_values = [test["per_seed"][seed]["p_value"] for seed in ("1", "2")]
+    assert test["p_value"] == max(p_values) and test["significant"] == (max(p_values) < 0.05)
+    assert test["mean"] == round(statistics.mean(test["per_seed"][s]["mean"] for s in ("1", "2")), 2)
+    baseline = result["models"]["rnn"][SPLIT]["bootstrap"]
+    assert baseline["p_value"] is None and baseline["significant"] is None
+
+
+def test_significance_is_marked_in_the_table(root):
+    result = run_compare(root, [1])
+    test = result["models"]["transformer"][SPLIT]["bootstrap"]
+    assert test["significant"] is True  # the reference itself against a poor baseline
+    row = next(line for line in (root / "results" / "comparison.md").read_text().splitlines()
+               if line.startswith("| transformer |"))
+    bleu_cell, ci_cell = row.split(" | ")[5:7]
+    assert bleu_cell == "100.00*"
+    assert ci_cell == f"[{test['mean'] - test['ci']:.2f}, {test['mean'] + test['ci']:.2f}]"
+    assert "| rnn (baseline) |" in (root / "results" / "comparison.md").read_text()
+
+
+def test_bleu_by_source_length_bucket(root):
+    assert bucket_labels([4, 8]) == ["1-4", "5-8", "9+"]
+    assert [bucket_of(n, [4, 8]) for n in (1, 4, 5, 8, 9, 30)] == [0, 0, 1, 1, 2, 2]
+    result = run_compare(root, [1, 2])
+    assert result["length_buckets"] == ["1-4", "5-8", "9+"]
+    buckets = result["models"]["rnn"][SPLIT]["length_buckets"]
+    assert {label: bucket["sentences"] for label, bucket in buckets.items()} == {"1-4": 2, "5-8": 1, "9+": 2}
+    long = [2, 4]  # the sentences of 9 words and more
+    values = [bleu([OUTPUTS["rnn", seed][i] for i in long], [REFERENCES[i] for i in long]) for seed in (1, 2)]
+    assert buckets["9+"]["bleu"]["per_seed"] == {"1": values[0], "2": values[1]}
+    assert "| 1-4 (2) | 5-8 (1) | 9+ (2) |" in (root / "results" / "comparison.md").read_text()
+
+
+def test_an_empty_bucket_has_no_bleu(root):
+    cfg = CompareConfig(baseline="rnn", bootstrap_resamples=10, length_buckets=[2, 4], examples=[0])
+    result = run_compare(root, [1], cfg)
+    assert result["models"]["rnn"][SPLIT]["length_buckets"]["1-2"] == {"sentences": 0, "bleu": None}
+    assert "| rnn | - | " in (root / "results" / "comparison.md").read_text()
+
+
+def test_example_translations_side_by_side(root):
+    result = run_compare(root, [2, 1])  # the first seed's translations are shown
+    assert result["examples"] == {SPLIT: [
+        {"index": 1, "source": SOURCES[1], "reference": REFERENCES[1],
+         "outputs": {"transformer": OUTPUTS["transformer", 2][1], "rnn": OUTPUTS["rnn", 2][1]}},
+        {"index": 3, "source": SOURCES[3], "reference": REFERENCES[3],
+         "outputs": {"transformer": OUTPUTS["transformer", 2][3], "rnn": OUTPUTS["rnn", 2][3]}},
+    ]}
+    table = (root / "results" / "comparison.md").read_text()
+    assert f"- source: {SOURCES[3]}\n- reference: {REFERENCES[3]}\n- transformer: {REFERENCES[3]}\n- rnn: Kind lacht.\n" in table
+
+
+def test_an_example_past_the_test_set_is_refused(root):
+    cfg = CompareConfig(baseline="rnn", bootstrap_resamples=10, examples=[5])
+    with pytest.raises(ConfigError, match=f"compare.examples: sentence 5 is past the 5 sentences of {SPLIT}; "
+                                          "choose indices below 5"):
+        run_compare(root, [1], cfg)
+    assert not (root / "results" / "comparison.json").exists()
+
+
+def test_a_translation_that_is_not_the_scored_one_is_refused(root):
+    (root / "results" / "rnn" / "seed1" / f"{SPLIT}.txt").write_text("changed\n" * 5)
+    with pytest.raises(ValueError, match=r"rnn/seed1/test_2016_flickr.txt is not the translation its metrics scored; "
+                                         r"re-run `dvc repro evaluate@rnn-1`"):
+        run_compare(root, [1])
+    (root / "results" / "rnn" / "seed1" / f"{SPLIT}.txt").unlink()
+    with pytest.raises(FileNotFoundError, match=r"test_2016_flickr.txt: not found; run `dvc repro evaluate@rnn-1` first"):
+        run_compare(root, [1])
+
+
+def test_missing_metrics_name_the_stage(root):
+    (root / "metrics" / "transformer" / "seed1" / "train.json").unlink()
     with pytest.raises(FileNotFoundError) as error:
-        compare(["transformer"], metrics_dir, tmp_path / "results")
-    expected = f"{metrics_dir}/transformer/train.json: not found; run `dvc repro train@transformer` first"
-    assert str(error.value) == expected
-    assert not (tmp_path / "results").exists()
+        run_compare(root, [1])
+    assert str(error.value) == (f"{root}/metrics/transformer/seed1/train.json: not found; "
+                                "run `dvc repro train@transformer-1` first")
+    with pytest.raises(FileNotFoundError, match=r"rnn/seed7/train.json: not found; run `dvc repro train@rnn-7`"):
+        run_compare(root, [2, 7], models=["rnn"])
+    (root / "metrics" / "rnn" / "seed2" / "eval.json").unlink()
+    with pytest.raises(FileNotFoundError, match=r"rnn/seed2/eval.json: not found; run `dvc repro evaluate@rnn-2` first"):
+        run_compare(root, [2], models=["rnn"])
+    assert not (root / "results" / "comparison.json").exists()
 
 
-def test_missing_eval_metrics_names_the_stage(metrics_dir, tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"gru/train.json: not found; run `dvc repro train@gru` first"):
-        compare(["transformer", "gru"], metrics_dir, tmp_path / "results")
-    (metrics_dir / "lstm_attention" / "eval.json").unlink()
-    with pytest.raises(FileNotFoundError,
-                       match=r"lstm_attention/eval.json: not found; run `dvc repro evaluate@lstm_attention` first"):
-        compare(["lstm_attention"], metrics_dir, tmp_path / "results")
-
-
-def test_models_scored_on_different_splits(metrics_dir, tmp_path):
-    evals = {"test_2016_flickr": scores(30.5, 58.25)}
-    (metrics_dir / "lstm_attention" / "eval.json").write_text(json.dumps(evals))
-    with pytest.raises(ValueError, match=r"re-run `dvc repro evaluate@lstm_attention`"):
-        compare(["transformer", "lstm_attention"], metrics_dir, tmp_path / "results")
+def test_runs_scored_on_different_splits(root):
+    path = root / "metrics" / "rnn" / "seed1" / "eval.json"
+    path.write_text(json.dumps({"test_2017_flickr": json.loads(path.read_text())[SPLIT]}))
+    with pytest.raises(ValueError, match=r"re-run `dvc repro evaluate@rnn-1`"):
+        run_compare(root, [1])

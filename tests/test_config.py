@@ -1,7 +1,7 @@
 import pytest
 import yaml
 
-from nmtbench.config import ConfigError, load_params, merge, parse_params
+from nmtbench.config import ConfigError, load_params, merge, parse_params, run_dir
 from nmtbench.models.registry import model_config
 
 
@@ -38,11 +38,29 @@ def test_default_params_load():
     ({"analyze": {"roles": {"rnn": "gpt"}}}, "analyze.roles.rnn: 'gpt' is not valid; choose one of rnn, gru"),
     ({"analyze": {"gradient_models": ["rnn"]}}, "analyze.gradient_models: add gru (role gru of claim 4)"),
     ({"analyze": {"train_length": 150}}, "analyze.train_length: must be in [min_length, 100]"),
+    ({"train": {"seed": 1}}, "train.seed: replaced by the top-level list `seeds` (e.g. seeds: [42]); move it there"),
+    ({"seeds": []}, "seeds: expected a list of distinct integers, e.g. [42] or [1, 2, 3], got []"),
+    ({"seeds": [1, 1]}, "seeds: expected a list of distinct integers"),
+    ({"seeds": 42}, "seeds: expected a list of distinct integers"),
+    ({"seeds": [1, 2]}, "beam_sweep.seed: 42 is not in seeds [1, 2]; choose one of them"),
+    ({"compare": {"baseline": "gpt"}}, "compare.baseline: 'gpt' is not a model of params.yaml; choose one of rnn, gru"),
+    ({"compare": {"bootstrap_seed": 0}}, "compare.bootstrap_seed: must be > 0, got 0"),
+    ({"compare": {"bootstrap_resamples": 0}}, "compare.bootstrap_resamples: must be > 0, got 0"),
+    ({"compare": {"length_buckets": [12, 8]}}, "compare.length_buckets: expected increasing positive integers"),
+    ({"compare": {"length_buckets": []}}, "compare.length_buckets: expected increasing positive integers"),
+    ({"compare": {"examples": [-1]}}, "compare.examples: expected sentence indices (integers >= 0), got [-1]"),
 ])
 def test_bad_params_name_the_key_and_the_fix(override, message):
     with pytest.raises(ConfigError) as error:
         parse_params(merge(raw(), override))
     assert message in str(error.value)
+
+
+def test_seeds_make_the_grid_and_each_run_its_folder():
+    params = parse_params(merge(raw(), {"seeds": [1, 2, 3], "beam_sweep": {"seed": 2}}))
+    assert params.seeds == [1, 2, 3] and params.beam_sweep.seed == 2
+    assert run_dir("transformer", 2).as_posix() == "transformer/seed2"
+    assert load_params("params.yaml").seeds == [42]
 
 
 def test_unknown_model_lists_the_defined_ones():

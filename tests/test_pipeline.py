@@ -31,15 +31,29 @@ def smoke(tmp_path_factory):
 @pytest.mark.slow
 def test_smoke_pipeline_scores_every_model(smoke):
     workspace, _ = smoke
+    params = load_params(workspace / "params.yaml")
     comparison = json.loads((workspace / "results/comparison.json").read_text())
-    assert list(comparison) == list(load_params(workspace / "params.yaml").models)
-    for row in comparison.values():
+    assert list(comparison["models"]) == list(params.models)
+    assert (comparison["baseline"], comparison["seeds"]) == (params.compare.baseline, params.seeds)
+    for row in comparison["models"].values():
         for split in ("test_2016_flickr", "test_2017_flickr"):
-            assert 0 <= row[f"{split}_bleu"] <= 100
-            assert 0 <= row[f"{split}_chrf"] <= 100  # a 4-epoch tiny model may output nothing
-        assert row["params"] > 0 and row["train_tokens_per_s"] > 0
+            for metric in ("bleu", "bleu_lc", "chrf"):
+                assert 0 <= row[split][metric]["mean"] <= 100  # a 4-epoch tiny model may output nothing
+            assert row[split]["ter"]["mean"] >= 0
+            p_value = row[split]["bootstrap"]["p_value"]
+            assert p_value is None if row is comparison["models"][comparison["baseline"]] else 0 < p_value <= 1
+            assert sum(bucket["sentences"] for bucket in row[split]["length_buckets"].values()) == 40
+        assert row["params"] > 0 and row["train_tokens_per_s"]["mean"] > 0
+    for examples in comparison["examples"].values():
+        assert [example["index"] for example in examples] == params.compare.examples
+        assert all(set(example["outputs"]) == set(params.models) for example in examples)
     table = (workspace / "results/comparison.md").read_text()
-    assert all(f"| {name} |" in table for name in comparison)
+    assert all(f"| {name} " in table for name in comparison["models"])
+    page = (workspace / "results/report.html").read_text()
+    plots = ("length-buckets", "learning-curves", "frontier", "attention-lstm_attention_additive",
+             "attention-transformer", "attention-cnn")
+    for plot in plots:
+        assert f'<img id="{plot}"' in page
     sweep = json.loads((workspace / "results/beam_sweep.json").read_text())
     assert [(row["beam"], row["alpha"]) for row in sweep["rows"]] == [(1, 1.0), (2, 1.0)]
 
@@ -52,8 +66,8 @@ def test_dvc_metrics_show_the_same_numbers(smoke):
     comparison = files["results/comparison.json"]["data"]
     expected = json.loads((workspace / "results/comparison.json").read_text())
     assert comparison == expected
-    train = files["metrics/transformer/train.json"]["data"]
-    assert train["best_val_loss"] == expected["transformer"]["best_val_loss"]
+    train = files["metrics/transformer/seed42/train.json"]["data"]
+    assert train["best_val_loss"] == expected["models"]["transformer"]["best_val_loss"]["mean"]
     (workspace_row, *_) = json.loads(run("dvc", "exp", "show", "--json").stdout)
     shown = workspace_row["rev"] == "workspace" and workspace_row["data"]["metrics"]
     assert shown["results/comparison.json"]["data"] == expected
@@ -62,12 +76,13 @@ def test_dvc_metrics_show_the_same_numbers(smoke):
 @pytest.mark.slow
 def test_offline_wandb_runs_hold_the_logged_metrics(smoke):
     workspace, _ = smoke
-    runs = sorted((workspace / "wandb").glob("offline-run-*"))
-    assert len(runs) == len(load_params(workspace / "params.yaml").models)  # one per model
-    for run_dir in runs:
-        logged = read_offline_run(run_dir)
+    runs = [read_offline_run(run_dir) for run_dir in sorted((workspace / "wandb").glob("offline-run-*"))]
+    models = list(load_params(workspace / "params.yaml").models)
+    for job_type in ("train", "evaluate"):  # one of each per model
+        assert sorted(run["config"]["model"] for run in runs if run["run"]["job_type"] == job_type) == sorted(models)
+    for logged in (run for run in runs if run["run"]["job_type"] == "train"):
         model = logged["config"]["model"]
-        train = json.loads((workspace / f"metrics/{model}/train.json").read_text())
+        train = json.loads((workspace / f"metrics/{model}/seed{logged['config']['seed']}/train.json").read_text())
         val_losses = [row["val/loss"] for row in logged["history"] if "val/loss" in row]
         assert min(val_losses) == pytest.approx(train["best_val_loss"], abs=1e-4)
         assert logged["summary"]["params"] == train["params"]
@@ -84,8 +99,9 @@ def test_dvc_plots_show_every_learning_curve(smoke):
     workspace, run = smoke
     shown = json.loads(run("dvc", "plots", "show", "--json").stdout)
     assert "errors" not in shown
-    for model in load_params(workspace / "params.yaml").models:
-        path = f"metrics/{model}/learning_curve.csv"
+    params = load_params(workspace / "params.yaml")
+    for model in params.models:
+        path = f"metrics/{model}/seed{params.seeds[0]}/learning_curve.csv"
         (plot,) = shown["data"][path]
         assert plot["content"]["repeat"] == ["wall_seconds", "target_tokens"]  # val BLEU against both
         rows = (workspace / path).read_text().splitlines()[1:]

@@ -5,59 +5,66 @@ from pathlib import Path
 
 import pytest
 
-from nmtbench.evaluation.scoring import score
+from nmtbench.evaluation.scoring import SCORES, bleu, score
 
-HYPOTHESES = ["The cat sat on the mat.", "a dog runs"]
-REFERENCES = ["The cat sat on a mat.", "The dog runs fast."]
+HYPOTHESES = ["The cat sat on the mat.", "a dog runs", "the bird sings."]
+REFERENCES = ["The cat sat on a mat.", "The dog runs fast.", "The bird sings."]
 
 
-def sacrebleu_cli(tmp_path, hypotheses, references):
+def sacrebleu_cli(tmp_path, hypotheses, references, *options):
     """Score with the sacrebleu command line, the reference implementation users will compare against."""
     hyp, ref = tmp_path / "hyp.txt", tmp_path / "ref.txt"
     hyp.write_text("\n".join(hypotheses) + "\n")
     ref.write_text("\n".join(references) + "\n")
     cli = Path(sys.executable).with_name("sacrebleu")
-    out = subprocess.run([str(cli), str(ref), "-i", str(hyp), "-m", "bleu", "chrf", "-f", "json", "-w", "2"],
-                         check=True, capture_output=True, text=True).stdout
-    bleu, chrf = json.loads(out)
-    return bleu, chrf
+    out = json.loads(subprocess.run([str(cli), str(ref), "-i", str(hyp), *options, "-f", "json", "-w", "2"],
+                                    check=True, capture_output=True, text=True).stdout)
+    return out if isinstance(out, list) else [out]  # one metric prints one object, several a list
 
 
 def test_identical_corpus_scores_100():
     result = score(REFERENCES, REFERENCES)
-    assert result["bleu"] == 100.0
-    assert result["chrf"] == 100.0
+    assert (result["bleu"], result["bleu_lc"], result["chrf"], result["ter"]) == (100.0, 100.0, 100.0, 0.0)
 
 
 def test_matches_sacrebleu_command_line(tmp_path):
-    bleu, chrf = sacrebleu_cli(tmp_path, HYPOTHESES, REFERENCES)
+    bleu_cli, chrf, ter = sacrebleu_cli(tmp_path, HYPOTHESES, REFERENCES, "-m", "bleu", "chrf", "ter")
+    (bleu_lc,) = sacrebleu_cli(tmp_path, HYPOTHESES, REFERENCES, "-m", "bleu", "-lc")
     result = score(HYPOTHESES, REFERENCES)
-    assert result == {
-        "bleu": bleu["score"],
-        "chrf": chrf["score"],
-        "bleu_signature": bleu["signature"],
-        "chrf_signature": chrf["signature"],
-    }
+    expected = {"bleu": bleu_cli, "bleu_lc": bleu_lc, "chrf": chrf, "ter": ter}
+    assert result == {**{key: out["score"] for key, out in expected.items()},
+                      **{f"{key}_signature": out["signature"] for key, out in expected.items()}}
+    assert set(SCORES) == set(expected)
     assert "case:mixed" in result["bleu_signature"] and "tok:13a" in result["bleu_signature"]
+    assert "case:lc" in result["bleu_lc_signature"] and "tok:13a" in result["bleu_lc_signature"]
 
 
 def test_known_small_case():
-    # Figures from `sacrebleu ref.txt -i hyp.txt -m bleu chrf -w 2`, pinned so a change of default shows up here.
+    # Figures from `sacrebleu ref.txt -i hyp.txt -m bleu chrf ter -w 2` (and `-m bleu -lc`), pinned so a change
+    # of default shows up here.
     result = score(HYPOTHESES, REFERENCES)
     assert isinstance(result["bleu"], float)
-    assert (result["bleu"], result["chrf"]) == (36.99, 57.62)
+    assert (result["bleu"], result["bleu_lc"], result["chrf"], result["ter"]) == (38.15, 51.51, 67.17, 23.08)
 
 
-def test_bleu_is_cased():
-    assert score(["the cat sat on the mat ."], ["The cat sat on the mat ."])["bleu"] < 100.0
+def test_bleu_is_cased_and_bleu_lc_is_not():
+    result = score(["the cat sat on the mat ."], ["The cat sat on the mat ."])
+    assert result["bleu"] < 100.0 and result["bleu_lc"] == 100.0
 
 
-def test_length_mismatch_is_one_clear_line():
-    with pytest.raises(ValueError, match="cannot score 2 hypotheses against 1 references") as error:
-        score(HYPOTHESES, REFERENCES[:1])
+def test_bleu_alone_equals_the_headline_score():
+    assert bleu(HYPOTHESES, REFERENCES) == score(HYPOTHESES, REFERENCES)["bleu"]
+    assert bleu(HYPOTHESES[1:], REFERENCES[1:]) == score(HYPOTHESES[1:], REFERENCES[1:])["bleu"]
+
+
+@pytest.mark.parametrize("scorer", [score, bleu])
+def test_length_mismatch_is_one_clear_line(scorer):
+    with pytest.raises(ValueError, match="cannot score 3 hypotheses against 1 references") as error:
+        scorer(HYPOTHESES, REFERENCES[:1])
     assert "\n" not in str(error.value)
 
 
-def test_empty_corpus_is_refused():
+@pytest.mark.parametrize("scorer", [score, bleu])
+def test_empty_corpus_is_refused(scorer):
     with pytest.raises(ValueError, match="nothing to score"):
-        score([], [])
+        scorer([], [])

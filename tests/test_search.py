@@ -185,3 +185,24 @@ def test_early_exit_skips_steps_without_changing_the_result(name, monkeypatch):
         runs[exit_early] = (len(calls), found)
     assert runs[True][1] == runs[False][1]
     assert runs[True][0] < runs[False][0]
+
+
+@pytest.mark.parametrize("name", TINY_VARIANTS)
+def test_greedy_collects_the_attention_of_every_step(name):
+    """Each step's row equals the attention of the sentence decoded alone; padding gets none."""
+    model, rows = make_tiny_model(name), sources()
+    src, mask = padded(rows)
+    budget = max_lengths(mask, 2.0, 3)
+    attention = [[] for _ in rows]
+    outputs = greedy(model, src, mask, BOS, EOS, budget, attention)
+    if TINY_VARIANTS[name].get("attention") == "none":
+        assert attention == [[] for _ in rows]
+        return
+    for row, tokens, weights, steps in zip(rows, outputs, attention, budget.tolist()):
+        assert len(weights) == min(len(tokens) + 1, steps)  # one row per step, the eos step included
+        alone, alone_mask = padded([row])
+        state = model.init_state(model.encode(alone, alone_mask), alone_mask)
+        for step, y in enumerate([BOS] + tokens[: len(weights) - 1]):
+            _, state = model.decode_step(state, torch.tensor([y]))
+            torch.testing.assert_close(weights[step][: len(row)], state.attention[0, : len(row)], atol=1e-5, rtol=0)
+            assert not weights[step][len(row) : src.size(1)].any()

@@ -5,7 +5,7 @@ import pytest
 import wandb
 
 from nmtbench.config import WandbConfig
-from nmtbench.tracking import make_wandb_logger, read_offline_run
+from nmtbench.tracking import log_tables, make_wandb_logger, read_offline_run, read_table, run_tags
 
 
 def quiet_offline_env(monkeypatch, root: Path) -> None:
@@ -106,6 +106,7 @@ def test_wandb_logger_round_trip(tmp_path, monkeypatch):
     assert run_dir.name.endswith(f"-{logger.version}")
 
     read = read_offline_run(run_dir)
+    assert read["run"] == {"name": "transformer", "group": "exp1", "job_type": "train", "tags": ["transformer"]}
     assert read["config"] == {"model": {"d_model": 4}, "lr": 0.1}
     assert [{k: v for k, v in row.items() if not k.startswith("_")} for row in read["history"]] == [
         {"train_loss": 2.0, "trainer/global_step": 5},
@@ -121,3 +122,20 @@ def test_disabled_mode_from_params(monkeypatch):
 def test_wandb_mode_env_wins_over_params(monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "disabled")
     assert make_wandb_logger(WandbConfig(mode="online"), "m", Path("unused"), {}) is None
+
+
+def test_tables_are_read_back_from_an_offline_run(tmp_path, monkeypatch):
+    quiet_offline_env(monkeypatch, tmp_path)
+    cfg = WandbConfig(project="nmtbench-test", group="exp2")
+    logger = make_wandb_logger(cfg, "gru", tmp_path, {}, run_tags("gru", {"family": "rnn"}, 7), job_type="evaluate")
+    rows = [[0, "A cat.", "Eine Katze.", "Eine Katze ."], [1, "Rain „falls“.", "Regen fällt.", ""]]
+    log_tables(logger, {"translations/val": (["index", "source", "reference", "hypothesis"], rows),
+                        "other": (["x"], [[1.5]])})
+    run_dir = finish(logger.experiment)
+    read = read_offline_run(run_dir)
+    assert read["run"] == {"name": "gru", "group": "exp2", "job_type": "evaluate", "tags": ["gru", "rnn", "seed7"]}
+    table = read_table(run_dir, read["summary"]["translations/val"])
+    assert (table["columns"], table["data"]) == (["index", "source", "reference", "hypothesis"], rows)
+    assert read_table(run_dir, read["summary"]["other"])["data"] == [[1.5]]
+    with pytest.raises(FileNotFoundError, match="the table this run's summary names is missing"):
+        read_table(run_dir, {"path": "media/table/absent.table.json"})

@@ -1,6 +1,7 @@
 """The train, evaluate, beam-sweep and translate commands on a tiny dataset, in a scratch project folder."""
 import csv
 import dataclasses
+import hashlib
 import json
 import math
 import signal
@@ -13,18 +14,19 @@ import pytest
 import torch
 import yaml
 
-from nmtbench.config import DataConfig, TokenizeConfig, merge, parse_params
+from nmtbench.cli import main
+from nmtbench.config import ConfigError, DataConfig, ReportConfig, TokenizeConfig, merge, parse_params
 from nmtbench.data.batching import TokenBatchSampler, TranslationData
 from nmtbench.data.prepare import prepare
 from nmtbench.data.tokenizer import Tokenizer, load_tokenized, tokenize
 from nmtbench.evaluation.beam_sweep import beam_sweep
 from nmtbench.decoding.translator import Translator
-from nmtbench.evaluation.evaluate import evaluate
+from nmtbench.evaluation.evaluate import evaluate, one_line
 from nmtbench.evaluation.scoring import score
 from nmtbench.training.curves import CURVE_COLUMNS, GREEDY
 from nmtbench.training.module import TranslationModule
 from nmtbench.training.train import CheckpointError, load_model, train
-from nmtbench.tracking import read_offline_run
+from nmtbench.tracking import read_offline_run, read_table
 from conftest import tiny_files
 
 TINY_PARAMS = {
@@ -32,7 +34,8 @@ TINY_PARAMS = {
     "tokenize": {"vocab_size": 305},
     "train": {"batch_tokens": 64, "max_epochs": 2, "warmup_steps": 2, "budget": {"kind": "none"}},
     "evaluate": {"beam": 2, "max_len_a": 1.0, "max_len_b": 2},
-    "beam_sweep": {"model": "tiny", "beams": [1, 2], "alphas": [1.0]},
+    "beam_sweep": {"model": "tiny", "seed": 42, "beams": [1, 2], "alphas": [1.0]},
+    "compare": {"baseline": "tiny", "bootstrap_resamples": 10, "examples": [0]},
     "wandb": {"group": "unit"},
     "models": {"tiny": {"family": "transformer", "d_model": 16, "heads": 2, "layers": 1, "d_ff": 32}},
 }
@@ -59,15 +62,18 @@ def test_train_writes_checkpoint_metrics_and_an_offline_wandb_run(project):
     assert set(metrics) == {"params", "train_seconds", "train_tokens_per_s", "best_val_loss", "best_val_ppl",
                             "best_val_bleu", "steps", "epochs", "target_tokens", "train_flops"}
     assert metrics["epochs"] == 2 and metrics["steps"] > 0
-    assert json.loads(open("metrics/tiny/train.json").read()) == metrics
-    assert sorted(p.name for p in Path("models/tiny").iterdir()) == ["best.ckpt", "spm.model", "vocab.json"]
+    assert json.loads(open("metrics/tiny/seed42/train.json").read()) == metrics
+    assert sorted(p.name for p in Path("models/tiny/seed42").iterdir()) == ["best.ckpt", "spm.model", "vocab.json"]
     (run,) = Path("wandb").glob("offline-run-*")
     logged = read_offline_run(run)
+    assert logged["run"] == {"name": "tiny-seed42", "group": "unit", "job_type": "train",
+                             "tags": ["tiny", "transformer", "seed42"]}
+    assert (logged["config"]["model"], logged["config"]["seed"]) == ("tiny", 42)
     assert logged["summary"]["best_val_loss"] == metrics["best_val_loss"]
     assert min(r["val/loss"] for r in logged["history"] if "val/loss" in r) == pytest.approx(metrics["best_val_loss"], abs=1e-4)
 
 
-def read_curve(path="metrics/tiny/learning_curve.csv"):
+def read_curve(path="metrics/tiny/seed42/learning_curve.csv"):
     with open(path) as f:
         reader = csv.DictReader(f)
         return tuple(reader.fieldnames), [{k: float(v) if v else None for k, v in row.items()} for row in reader]
@@ -97,12 +103,12 @@ def test_val_bleu_drives_early_stopping_and_the_best_checkpoint(project, make_da
     assert max(bleus) > 0 and metrics["best_val_bleu"] == max(bleus)
     assert len(rows) < 200 and len(rows) - 1 - best == 15  # stopped 15 validations without a better BLEU
     assert metrics["best_val_loss"] == min(row["val_loss"] for row in rows)
-    saved = torch.load("models/tiny/best.ckpt", weights_only=False)["callbacks"]["LearningCurve"]["rows"]
+    saved = torch.load("models/tiny/seed42/best.ckpt", weights_only=False)["callbacks"]["LearningCurve"]["rows"]
     assert [row["step"] for row in saved] == [row["step"] for row in rows[: best + 1]]  # a resume continues the curve
 
     tokenizer = Tokenizer("data/tokenized")
     val = load_tokenized("data/tokenized")["val"]
-    found = Translator(load_model("models/tiny/best.ckpt", tokenizer), tokenizer, GREEDY).translate_ids(list(val["src_ids"]))
+    found = Translator(load_model("models/tiny/seed42/best.ckpt", tokenizer), tokenizer, GREEDY).translate_ids(list(val["src_ids"]))
     assert score([tokenizer.decode(h[0].tokens) for h in found], list(val["tgt"]))["bleu"] == max(bleus)
     (run,) = Path("wandb").glob("offline-run-*")
     assert [r["val/bleu"] for r in read_offline_run(run)["history"] if "val/bleu" in r] == pytest.approx(bleus, abs=1e-4)
@@ -128,21 +134,60 @@ def test_evaluate_and_beam_sweep_score_every_sentence(project):
     train(project, "tiny")
     metrics = evaluate(project, "tiny")
     for split in ("test_2016_flickr", "test_2017_flickr"):
-        lines = open(f"results/tiny/{split}.txt").read().splitlines()
-        assert len(lines) == metrics[split]["sentences"] > 0
-        assert {"bleu", "chrf", "bleu_signature", "chrf_signature"} <= set(metrics[split])
+        text = open(f"results/tiny/seed42/{split}.txt", "rb").read()
+        assert len(text.decode().splitlines()) == metrics[split]["sentences"] > 0
+        assert metrics[split]["hypotheses_sha256"] == hashlib.sha256(text).hexdigest()
+        assert {"bleu", "bleu_lc", "chrf", "ter", "bleu_signature", "ter_signature"} <= set(metrics[split])
         assert metrics[split]["beam"] == 2
+    assert main(["compare"]) == 0  # reads the translations back, checked against their hashes
+    comparison = json.loads(open("results/comparison.json").read())
+    assert comparison["models"]["tiny"]["test_2017_flickr"]["bleu"]["mean"] == metrics["test_2017_flickr"]["bleu"]
+    assert comparison["examples"]["test_2017_flickr"][0]["outputs"]["tiny"] == open(
+        "results/tiny/seed42/test_2017_flickr.txt").read().rstrip("\n")
     sweep = beam_sweep(project)
     assert [(r["beam"], r["alpha"]) for r in sweep["rows"]] == [(1, 1.0), (2, 1.0)]
     assert open("results/beam_sweep.png", "rb").read(4) == b"\x89PNG"
     assert "| 2 | 1 |" in open("results/beam_sweep.md").read()
 
 
+def test_evaluate_keeps_one_attention_map_and_logs_every_translation(project):
+    train(project, "tiny")
+    metrics = evaluate(project, "tiny")
+    attention = json.loads(open("metrics/tiny/seed42/attention.json").read())
+    assert (attention["split"], attention["sentence"]) == ("test_2016_flickr", 0)
+    assert "".join(attention["source_pieces"]).replace("\u2581", " ").strip() == "A cat."
+    weights = attention["weights"]
+    assert len(weights) == len(attention["target_pieces"]) >= 1
+    for row in weights:  # a Transformer's cross-attention: a distribution over the source pieces
+        assert len(row) == len(attention["source_pieces"]) and sum(row) == pytest.approx(1, abs=1e-3)
+    late = dataclasses.replace(project, report=ReportConfig(attention_sentence=2))
+    with pytest.raises(ConfigError, match="report.attention_sentence: 2 is beyond the 2 sentences of test_2016_flickr"):
+        evaluate(late, "tiny", metrics_path=Path("metrics/late/eval.json"))
+    assert not Path("metrics/late").exists()  # refused before any output
+
+    runs = {read_offline_run(r)["run"]["job_type"]: r for r in Path("wandb").glob("offline-run-*")}
+    assert sorted(runs) == ["evaluate", "train"]
+    logged = read_offline_run(runs["evaluate"])
+    assert logged["run"] == {"name": "tiny-seed42", "group": "unit", "job_type": "evaluate",
+                             "tags": ["tiny", "transformer", "seed42"]}
+    assert logged["config"]["beam"] == 2 and logged["config"]["family"] == "transformer"
+    assert logged["summary"]["test_2016_flickr/bleu"] == metrics["test_2016_flickr"]["bleu"]
+    table = read_table(runs["evaluate"], logged["summary"]["translations/test_2016_flickr"])
+    hypotheses = open("results/tiny/seed42/test_2016_flickr.txt").read().splitlines()
+    assert table["columns"] == ["index", "source", "reference", "hypothesis"]
+    assert table["data"] == [[0, "A cat.", "Eine Katze.", hypotheses[0]],
+                             [1, "Two birds fly.", "Zwei Vögel fliegen.", hypotheses[1]]]
+
+
+def test_a_translation_is_written_and_scored_as_one_line():
+    assert one_line("Ein\nHund\r\nrennt\x0c.") == "Ein Hund  rennt\x0c."
+
+
 def test_a_checkpoint_from_another_vocabulary_is_refused(project, tmp_path):
     train(project, "tiny")
     other = tokenize(TokenizeConfig(vocab_size=304), out_dir=tmp_path / "other")
-    with pytest.raises(CheckpointError, match="was trained with another vocabulary than .*other/spm.model"):
-        load_model("models/tiny/best.ckpt", other)
+    with pytest.raises(CheckpointError, match=r"was trained with another vocabulary than .*other/spm.model; retrain it \(dvc repro train@tiny-42\)"):
+        load_model("models/tiny/seed42/best.ckpt", other)
     with pytest.raises(CheckpointError, match="is missing; train the model first"):
         load_model("models/absent/best.ckpt", Tokenizer("data/tokenized"))
 
@@ -150,7 +195,7 @@ def test_a_checkpoint_from_another_vocabulary_is_refused(project, tmp_path):
 def test_translate_reads_a_file_or_standard_input(project, tmp_path):
     train(project, "tiny")
     (tmp_path / "in.txt").write_text("A dog runs.\nTwo birds fly.\n")
-    command = [sys.executable, "-m", "nmtbench", "translate", "models/tiny"]
+    command = [sys.executable, "-m", "nmtbench", "translate", "models/tiny/seed42"]
     from_file = subprocess.run([*command, "in.txt", "--beam", "3"], capture_output=True, text=True, check=True)
     piped = subprocess.run([*command, "--beam", "3"], input="A dog runs.\nTwo birds fly.\n",
                            capture_output=True, text=True, check=True)
@@ -175,8 +220,8 @@ def test_two_process_data_parallel_training_on_cpu(project, tmp_path):
     done = subprocess.run([sys.executable, "-m", "nmtbench", "train", "tiny"], capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    metrics = json.loads(open("metrics/tiny/train.json").read())
-    data = TranslationData(Path("data/tokenized"), batch_tokens=64, seed=project.train.seed)
+    metrics = json.loads(open("metrics/tiny/seed42/train.json").read())
+    data = TranslationData(Path("data/tokenized"), batch_tokens=64, seed=project.seeds[0])
     data.setup()
     train = data.splits["train"]
     batches = TokenBatchSampler([len(s) for s in train.src_ids], [len(t) for t in train.tgt_ids], 64, True).batches()
@@ -237,13 +282,13 @@ def test_a_crashed_run_resumes_to_the_uninterrupted_result(project, tmp_path, mo
     with pytest.raises(Crash):
         train(params, "tiny")
     monkeypatch.setattr(TranslationModule, "training_step", step)
-    assert torch.load("models/tiny/unfinished/last.ckpt", weights_only=False)["global_step"] == crash_at
+    assert torch.load("models/tiny/seed42/unfinished/last.ckpt", weights_only=False)["global_step"] == crash_at
     capfd.readouterr()
     resumed = train(params, "tiny")
-    assert f"resuming models/tiny/unfinished/last.ckpt at step {crash_at}" in capfd.readouterr().err
+    assert f"resuming models/tiny/seed42/unfinished/last.ckpt at step {crash_at}" in capfd.readouterr().err
     assert {k: v for k, v in resumed.items() if k not in TIMINGS} == {k: v for k, v in whole.items() if k not in TIMINGS}
-    assert_same_tensors(checkpoint_state("models/tiny/best.ckpt"), checkpoint_state(tmp_path / "whole/best.ckpt"))
-    assert not Path("models/tiny/unfinished").exists()
+    assert_same_tensors(checkpoint_state("models/tiny/seed42/best.ckpt"), checkpoint_state(tmp_path / "whole/best.ckpt"))
+    assert not Path("models/tiny/seed42/unfinished").exists()
 
 
 def test_a_flop_budget_stops_training_early_and_is_reported(project, tmp_path, monkeypatch):
@@ -253,7 +298,7 @@ def test_a_flop_budget_stops_training_early_and_is_reported(project, tmp_path, m
     params = set_train_params(budget={"kind": "flops", "value": float(budget)})
     spent = train(params, "tiny")
     assert spent["steps"] < whole["steps"] and budget <= spent["train_flops"] < whole["train_flops"]
-    assert (Path("models/tiny/best.ckpt")).is_file()
+    assert (Path("models/tiny/seed42/best.ckpt")).is_file()
 
 
 def test_averaging_puts_the_mean_of_the_last_validations_into_best(project, monkeypatch):
@@ -262,12 +307,12 @@ def test_averaging_puts_the_mean_of_the_last_validations_into_best(project, monk
     params = set_train_params(average_last=2, max_epochs=3)
     metrics = train(params, "tiny")
     assert metrics["averaged_steps"] == [6, 9]  # 3 steps an epoch, validated at the end of each
-    snapshots = [torch.load(f"models/tiny/unfinished/validated-{s}.ckpt", weights_only=False)["state_dict"]
+    snapshots = [torch.load(f"models/tiny/seed42/unfinished/validated-{s}.ckpt", weights_only=False)["state_dict"]
                  for s in (6, 9)]
-    best = checkpoint_state("models/tiny/best.ckpt")[0]
+    best = checkpoint_state("models/tiny/seed42/best.ckpt")[0]
     for key, weight in best.items():
         assert torch.equal(weight, ((snapshots[0][key].double() + snapshots[1][key].double()) / 2).to(weight.dtype))
-    load_model("models/tiny/best.ckpt", Tokenizer("data/tokenized"))  # still a checkpoint evaluation reads
+    load_model("models/tiny/seed42/best.ckpt", Tokenizer("data/tokenized"))  # still a checkpoint evaluation reads
 
 
 @pytest.mark.slow
@@ -277,23 +322,23 @@ def test_a_killed_training_command_resumes_to_the_uninterrupted_result(project, 
     set_train_params(batch_tokens=16, max_epochs=4, checkpoint_every_steps=3, deterministic=True)
     command = [sys.executable, "-m", "nmtbench", "train", "tiny"]
     subprocess.run(command, capture_output=True, check=True, timeout=600)
-    Path("models/tiny").rename(tmp_path / "whole")
-    whole = json.loads(Path("metrics/tiny/train.json").read_text())
-    Path("metrics/tiny/train.json").unlink()
+    Path("models/tiny/seed42").rename(tmp_path / "whole")
+    whole = json.loads(Path("metrics/tiny/seed42/train.json").read_text())
+    Path("metrics/tiny/seed42/train.json").unlink()
 
     killed = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    last = Path("models/tiny/unfinished/last.ckpt")
+    last = Path("models/tiny/seed42/unfinished/last.ckpt")
     while not last.exists() and killed.poll() is None:
         time.sleep(0.005)
     killed.send_signal(signal.SIGKILL)
-    assert killed.wait() == -signal.SIGKILL and not Path("metrics/tiny/train.json").exists()
+    assert killed.wait() == -signal.SIGKILL and not Path("metrics/tiny/seed42/train.json").exists()
     state = torch.load(last, weights_only=False)
     position = state["TranslationData"]
     assert 0 < position["batches_done"] < whole["steps"] // whole["epochs"]  # killed in the middle of an epoch
 
     resumed = subprocess.run(command, capture_output=True, text=True, check=True, timeout=600)
     assert f"resuming {last} at step {state['global_step']}" in resumed.stderr
-    metrics = json.loads(Path("metrics/tiny/train.json").read_text())
+    metrics = json.loads(Path("metrics/tiny/seed42/train.json").read_text())
     assert {k: v for k, v in metrics.items() if k not in TIMINGS} == {k: v for k, v in whole.items() if k not in TIMINGS}
-    assert_same_tensors(checkpoint_state("models/tiny/best.ckpt"), checkpoint_state(tmp_path / "whole/best.ckpt"))
-    assert sorted(p.name for p in Path("models/tiny").iterdir()) == ["best.ckpt", "spm.model", "vocab.json"]
+    assert_same_tensors(checkpoint_state("models/tiny/seed42/best.ckpt"), checkpoint_state(tmp_path / "whole/best.ckpt"))
+    assert sorted(p.name for p in Path("models/tiny/seed42").iterdir()) == ["best.ckpt", "spm.model", "vocab.json"]

@@ -29,19 +29,22 @@ def _tokenize(args):
 def _train(args):
     from nmtbench.training.train import train
 
-    print(train(load_params(args.params), args.model))
+    print(train(load_params(args.params), args.model, args.seed))
 
 
 def _evaluate(args):
     from nmtbench.evaluation.evaluate import evaluate
 
-    print(evaluate(load_params(args.params), args.model))
+    print(evaluate(load_params(args.params), args.model, args.seed))
 
 
 def _compare(args):
     from nmtbench.evaluation.compare import compare
 
-    compare(list(load_params(args.params).models))
+    from nmtbench.data.tokenizer import load_tokenized
+
+    params = load_params(args.params)
+    compare(list(params.models), params.seeds, params.compare, load_tokenized())
     print(Path("results/comparison.md").read_text())
 
 
@@ -57,6 +60,22 @@ def _analyze(args):
 
     analyze(load_params(args.params))
     print(Path("results/claims.md").read_text())
+
+
+def _report(args):
+    from nmtbench.evaluation.report import report
+
+    page = report(list(load_params(args.params).models))
+    print(f"results/report.html: {len(page.figures)} plots")
+    for item in page.missing:
+        print(f"missing: {item}")
+
+
+def _dashboard(args):
+    from nmtbench.dashboard import dashboard
+
+    params = load_params(args.params)
+    print(dashboard(params.wandb, params.data.eval_splits[0]))
 
 
 def _translate(args):
@@ -96,12 +115,16 @@ def main(argv: list[str] | None = None) -> int:
                             ("evaluate", _evaluate, "decode and score the test sets with one model")):
         command = commands.add_parser(name, help=text)
         command.add_argument("model", help="a model name from the models block of params.yaml")
+        command.add_argument("--seed", type=int, help="which run of the model (default: the first of seeds)")
         command.set_defaults(run=run)
-    commands.add_parser("compare", help="the side-by-side table of every model").set_defaults(run=_compare)
+    commands.add_parser("compare", help="the side-by-side table of every model: scores over seeds, "
+                        "significance, BLEU by length, examples").set_defaults(run=_compare)
     commands.add_parser("beam-sweep", help="BLEU and speed of one model over beam sizes and alphas").set_defaults(run=_beam_sweep)
     commands.add_parser("analyze", help="measure the textbook claims about RNNs and Transformers").set_defaults(run=_analyze)
+    commands.add_parser("report", help="results/report.html: the table and every plot on one page").set_defaults(run=_report)
+    commands.add_parser("dashboard", help="a W&B report comparing the runs (needs a W&B account)").set_defaults(run=_dashboard)
     translate = commands.add_parser("translate", help="translate a file or standard input with a trained model")
-    translate.add_argument("model_dir", help="a trained model folder, e.g. models/transformer")
+    translate.add_argument("model_dir", help="a trained model folder, e.g. models/transformer/seed42")
     translate.add_argument("input", nargs="?", default="-", help="one sentence per line (default: standard input)")
     translate.add_argument("--beam", type=int, help="beam size (default: evaluate.beam of params.yaml)")
     translate.add_argument("--alpha", type=float, help="length penalty strength (default: evaluate.alpha)")

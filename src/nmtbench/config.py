@@ -110,7 +110,6 @@ class BudgetConfig:
 
 @dataclass
 class TrainConfig:
-    seed: int = 42
     batch_tokens: int = 4096
     max_epochs: int = 30
     max_steps: int = -1
@@ -189,6 +188,7 @@ class DecodeConfig:
 @dataclass
 class BeamSweepConfig:
     model: str | None = None  # a name from models; the stage refuses to run without one
+    seed: int = 42  # which of the model's runs (one of seeds)
     split: str = "test_2016_flickr"
     beams: list = field(default_factory=lambda: [1, 2, 4, 8, 12])
     alphas: list = field(default_factory=lambda: [0.0, 1.0])
@@ -276,6 +276,25 @@ class AnalyzeConfig:
 
 
 @dataclass
+class CompareConfig:
+    baseline: str | None = None  # a name from models; null: the first model
+    bootstrap_resamples: int = 1000
+    bootstrap_seed: int = 12345
+    length_buckets: list = field(default_factory=lambda: [8, 12, 16, 20])
+    examples: list = field(default_factory=lambda: [0, 100, 500])
+
+    def __post_init__(self):
+        positive("compare.bootstrap_resamples", self.bootstrap_resamples)
+        positive("compare.bootstrap_seed", self.bootstrap_seed)  # sacreBLEU reads seed 0 as "no seed"
+        bounds = self.length_buckets
+        if not bounds or not all(isinstance(b, int) and b > 0 for b in bounds) or sorted(set(bounds)) != bounds:
+            raise ConfigError(f"compare.length_buckets: expected increasing positive integers (the longest source, "
+                              f"in words, of each bucket), got {bounds!r}")
+        if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in self.examples):
+            raise ConfigError(f"compare.examples: expected sentence indices (integers >= 0), got {self.examples!r}")
+
+
+@dataclass
 class WandbConfig:
     project: str = "nmtbench"
     mode: str = "offline"
@@ -286,6 +305,16 @@ class WandbConfig:
 
 
 @dataclass
+class ReportConfig:
+    attention_split: str = "test_2016_flickr"
+    attention_sentence: int = 0
+
+    def __post_init__(self):
+        choice("report.attention_split", self.attention_split, SPLITS[1:])
+        positive("report.attention_sentence", self.attention_sentence, allow_zero=True)
+
+
+@dataclass
 class Params:
     data: DataConfig
     tokenize: TokenizeConfig
@@ -293,7 +322,10 @@ class Params:
     evaluate: DecodeConfig
     beam_sweep: BeamSweepConfig
     wandb: WandbConfig
+    report: ReportConfig
+    compare: CompareConfig
     models: dict  # name -> raw block; models.registry validates and builds each
+    seeds: list = field(default_factory=lambda: [42])  # the grid is models x seeds
     analyze: AnalyzeConfig | None = None  # only the analyze stage reads it
 
     def model_block(self, name: str) -> dict:
@@ -306,11 +338,18 @@ class Params:
 
 def parse_params(raw: dict) -> Params:
     sections = {"data": DataConfig, "tokenize": TokenizeConfig, "train": TrainConfig,
-                "evaluate": DecodeConfig, "beam_sweep": BeamSweepConfig, "wandb": WandbConfig}
-    unknown = sorted(set(raw) - set(sections) - {"models", "analyze"})
+                "evaluate": DecodeConfig, "beam_sweep": BeamSweepConfig, "wandb": WandbConfig,
+                "compare": CompareConfig, "report": ReportConfig}
+    unknown = sorted(set(raw) - set(sections) - {"models", "seeds", "analyze"})
     if unknown:
         raise ConfigError(f"params: unknown block(s) {', '.join(unknown)}; valid blocks are "
-                          f"{', '.join([*sections, 'models', 'analyze'])}")
+                          f"{', '.join([*sections, 'models', 'seeds', 'analyze'])}")
+    if "seed" in (raw.get("train") or {}):
+        raise ConfigError("train.seed: replaced by the top-level list `seeds` (e.g. seeds: [42]); move it there")
+    seeds = raw.get("seeds", [42])
+    if (not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds)
+            or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
+        raise ConfigError(f"seeds: expected a list of distinct integers, e.g. [42] or [1, 2, 3], got {seeds!r}")
     built = {key: from_dict(cls, raw.get(key), key) for key, cls in sections.items()}
     models = raw.get("models") or {}
     if not isinstance(models, dict) or not models:
@@ -318,8 +357,18 @@ def parse_params(raw: dict) -> Params:
     if built["beam_sweep"].model not in (None, *models):
         raise ConfigError(f"beam_sweep.model: {built['beam_sweep'].model!r} is not a model of params.yaml; "
                           f"choose one of {', '.join(models)}")
+    if built["compare"].baseline not in (None, *models):
+        raise ConfigError(f"compare.baseline: {built['compare'].baseline!r} is not a model of params.yaml; "
+                          f"choose one of {', '.join(models)}")
+    if built["beam_sweep"].seed not in seeds:
+        raise ConfigError(f"beam_sweep.seed: {built['beam_sweep'].seed} is not in seeds {seeds}; choose one of them")
     analyze = from_dict(AnalyzeConfig, raw["analyze"], "analyze") if "analyze" in raw else None
-    return Params(**built, models=models, analyze=analyze)
+    return Params(**built, models=models, seeds=seeds, analyze=analyze)
+
+
+def run_dir(name: str, seed: int) -> Path:
+    """One run of the models x seeds grid; it lives at models/, metrics/ and results/ + <name>/seed<seed>."""
+    return Path(name) / f"seed{seed}"
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:

@@ -24,8 +24,17 @@ _BLOCK_SIZE = 32 * 1024
 _FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
 
 
-def make_wandb_logger(cfg: WandbConfig, name: str, save_dir: Path, config: dict, tags: Sequence[str] = ()):
+def run_tags(name: str, block: dict, seed: int) -> list[str]:
+    """Tags of every run of one model (training and evaluation), so a dashboard can filter and group by them."""
+    return [name, block["family"], f"seed{seed}"]
+
+
+def make_wandb_logger(cfg: WandbConfig, name: str, save_dir: Path, config: dict, tags: Sequence[str] = (),
+                      job_type: str = "train"):
     """Return a Lightning WandbLogger for one run, or None when tracking is disabled.
+
+    Every run of an experiment shares the group `wandb.group`; `job_type` tells a model's training
+    run from its evaluation run.
 
     The mode comes from params.yaml (`wandb.mode`) unless the user exported WANDB_MODE, which wins:
     that lets one command go online (or disabled) without editing params.yaml and so without
@@ -42,7 +51,7 @@ def make_wandb_logger(cfg: WandbConfig, name: str, save_dir: Path, config: dict,
     # mode goes straight to wandb.init; WandbLogger's own offline=True would set WANDB_MODE for the
     # whole process, leaking into every later run.
     return WandbLogger(name=name, save_dir=str(save_dir), project=cfg.project, group=cfg.group,
-                       mode=mode, tags=list(tags), config=config)
+                       mode=mode, tags=list(tags), config=config, job_type=job_type)
 
 
 def finish_run(logger, summary: dict) -> None:
@@ -58,8 +67,18 @@ def finish_run(logger, summary: dict) -> None:
     wandb.teardown()
 
 
+def log_tables(logger, tables: dict[str, tuple[list[str], list[list]]]) -> None:
+    """Log {key: (columns, rows)} as wandb.Tables to the logger's run."""
+    import wandb
+
+    logger.experiment.log({key: wandb.Table(columns=columns, data=rows) for key, (columns, rows) in tables.items()})
+
+
 def read_offline_run(run_dir: Path) -> dict:
-    """Read an offline W&B run folder into {"config": {...}, "history": [row, ...], "summary": {...}}.
+    """Read an offline W&B run folder into {"run": {...}, "config": {...}, "history": [row, ...], "summary": {...}}.
+
+    "run" holds the run's name, group, job_type and tags. A logged wandb.Table appears in the
+    summary as a reference {"_type": "table-file", "path": ...}; `read_table` reads it.
 
     wandb.Api only sees synced runs, and wandb 0.31 ships no Python reader for the run's .wandb
     transaction log, so this decodes it directly. History rows keep W&B's own keys (_step,
@@ -76,6 +95,7 @@ def read_offline_run(run_dir: Path) -> dict:
     if len(logs) != 1:
         raise FileNotFoundError(f"{run_dir}: expected one run-<id>.wandb file, found {len(logs)}; "
                                 "pass an offline-run-* folder from a wandb/ directory")
+    run: dict = {}
     config: dict = {}
     summary: dict = {}
     history: list[dict] = []
@@ -84,6 +104,8 @@ def read_offline_run(run_dir: Path) -> dict:
         record.ParseFromString(data)
         kind = record.WhichOneof("record_type")
         if kind == "run":
+            run = {"name": record.run.display_name, "group": record.run.run_group,
+                   "job_type": record.run.job_type, "tags": list(record.run.tags)}
             _apply(config, record.run.config)
         elif kind == "config":
             _apply(config, record.config)
@@ -96,7 +118,15 @@ def read_offline_run(run_dir: Path) -> dict:
             history.append(row)
     config.pop("_wandb", None)
     summary.pop("_wandb", None)
-    return {"config": config, "history": history, "summary": summary}
+    return {"run": run, "config": config, "history": history, "summary": summary}
+
+
+def read_table(run_dir: Path, reference: dict) -> dict:
+    """The {"columns": [...], "data": [[...], ...]} of a table an offline run's summary refers to."""
+    path = Path(run_dir) / "files" / reference["path"]
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: the table this run's summary names is missing; re-run the stage that logged it")
+    return json.loads(path.read_text())
 
 
 def _log_records(path: Path) -> Iterator[bytes]:

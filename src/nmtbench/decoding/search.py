@@ -15,11 +15,13 @@ def max_lengths(src_mask: torch.Tensor, a: float, b: int) -> torch.Tensor:
 
 @torch.no_grad()
 def greedy(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, bos: int, eos: int,
-           max_len: torch.Tensor) -> list[list[int]]:
+           max_len: torch.Tensor, attention: list[list[torch.Tensor]] | None = None) -> list[list[int]]:
     """Pick the most probable token at each step; a sentence stops at eos or at its own max_len.
 
     Finished sentences leave the batch (their rows are dropped from the cache), so a sentence's
-    output never depends on which other sentences share its batch.
+    output never depends on which other sentences share its batch. Given a list of B empty lists,
+    `attention` receives each sentence's `state.attention` row of every step (the step that chose
+    eos included), for models that have one.
     """
     B = src.size(0)
     state = model.init_state(model.encode(src, src_mask), src_mask)
@@ -35,6 +37,9 @@ def greedy(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, bos: int, 
                 break
         log_probs, state = model.decode_step(state, y)  # (B_alive, V)
         y = log_probs.argmax(-1)
+        if attention is not None and state.attention is not None:
+            for row, weights in zip(alive.tolist(), state.attention):  # weights (S,) or (S + step + 1,)
+                attention[row].append(weights)
         for row, token in zip(alive.tolist(), y.tolist()):
             if token != eos:
                 outputs[row].append(token)

@@ -5,7 +5,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from nmtbench.config import ConfigError, Params
+from nmtbench.config import ConfigError, Params, run_dir
 from nmtbench.data.tokenizer import Tokenizer, load_tokenized
 from nmtbench.decoding.translator import Translator
 from nmtbench.evaluation.scoring import score
@@ -18,7 +18,7 @@ def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out
     if cfg.model is None:
         raise ConfigError(f"beam_sweep.model: not set; name one of {', '.join(params.models)}")
     tokenizer = Tokenizer(tokenized_dir)
-    model = load_model(Path("models") / cfg.model / "best.ckpt", tokenizer)
+    model = load_model(Path("models") / run_dir(cfg.model, cfg.seed) / "best.ckpt", tokenizer)
     split = load_tokenized(tokenized_dir)[cfg.split]
     n = cfg.max_sentences or len(split)
     sources, references = split["src_ids"][:n], split["tgt"][:n]
@@ -34,7 +34,7 @@ def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out
             rows.append({"beam": beam, "alpha": alpha, "bleu": scores["bleu"], "chrf": scores["chrf"],
                          "seconds": round(seconds, 2), "sentences_per_s": round(n / seconds, 1),
                          "target_tokens_per_s": round(sum(len(h[0].tokens) + 1 for h in found) / seconds, 1)})
-    result = {"model": cfg.model, "split": cfg.split, "sentences": n,
+    result = {"model": cfg.model, "seed": cfg.seed, "split": cfg.split, "sentences": n,
               "length_penalty": params.evaluate.length_penalty, "bleu_signature": scores["bleu_signature"],
               "rows": rows}
     write_json(out_dir / "beam_sweep.json", result)
@@ -44,7 +44,7 @@ def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out
 
 
 def table(result: dict) -> str:
-    lines = [f"# Beam sweep: {result['model']} on {result['split']} ({result['sentences']} sentences, "
+    lines = [f"# Beam sweep: {result['model']} (seed {result['seed']}) on {result['split']} ({result['sentences']} sentences, "
              f"{result['length_penalty']} length penalty)", "",
              "| beam | alpha | BLEU | chrF | sentences/s | target tokens/s |", "|---:|---:|---:|---:|---:|---:|"]
     lines += [f"| {r['beam']} | {r['alpha']:g} | {r['bleu']:.2f} | {r['chrf']:.2f} | {r['sentences_per_s']:,.1f} "

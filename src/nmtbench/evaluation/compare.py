@@ -1,80 +1,229 @@
-"""The compare stage: one table of cost and quality for every model, from the per-model metrics files."""
+"""The compare stage: cost and quality of every model side by side, over the runs of the models x seeds grid.
+
+Per model and test set: the scores as mean +- sd over seeds, sacreBLEU's paired bootstrap resampling
+against the baseline model (95% confidence interval, p-value), BLEU by source-length bucket, and a few
+example translations. It reads each run's metrics (metrics/<model>/seed<seed>/) and translations
+(results/<model>/seed<seed>/<split>.txt); a translation must match the hash its eval.json recorded, so
+depending on metrics/ is enough for DVC to see any changed translation.
+"""
 from __future__ import annotations
 
+import bisect
+import hashlib
 import json
+import statistics
 from pathlib import Path
 
+from nmtbench.config import CompareConfig, ConfigError, run_dir
+from nmtbench.evaluation.scoring import SCORES, bleu
+from nmtbench.evaluation.significance import paired_bootstrap
 from nmtbench.files import write_json, write_text
 
-TRAIN_KEYS = ("params", "train_seconds", "train_tokens_per_s", "best_val_loss")
-SCORE_KEYS = ("bleu", "chrf", "bleu_signature", "chrf_signature")
+TRAIN_KEYS = ("params", "train_seconds", "train_tokens_per_s", "best_val_loss", "steps", "target_tokens")
+EVAL_KEYS = (*SCORES, *(f"{key}_signature" for key in SCORES), "sentences_per_s", "hypotheses_sha256")
+SIGNIFICANCE_LEVEL = 0.05  # a p-value below this marks a difference to the baseline (95% confidence)
 
 
-def compare(model_names: list[str], metrics_dir: Path = Path("metrics"), out_dir: Path = Path("results")) -> dict:
-    """Write results/comparison.json (for `dvc metrics show`) and results/comparison.md; return the json."""
+def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_sets,
+            metrics_dir: Path = Path("metrics"), out_dir: Path = Path("results")) -> dict:
+    """Write results/comparison.json (for `dvc metrics show`) and results/comparison.md; return the json.
+
+    test_sets maps every test split to its untouched "src" and "tgt" sentences (as data/tokenized does);
+    the runs' translations are read from out_dir/<model>/seed<seed>/<split>.txt.
+    """
     if not model_names:
         raise ValueError("compare: no models given; params.yaml must define at least one models.<name> block")
-    train = {name: _load(Path(metrics_dir), name, "train.json", "train", TRAIN_KEYS) for name in model_names}
-    evals = {name: _load(Path(metrics_dir), name, "eval.json", "evaluate") for name in model_names}
-    splits = _common_splits(evals, Path(metrics_dir))
+    metrics_dir, out_dir = Path(metrics_dir), Path(out_dir)
+    baseline = cfg.baseline or model_names[0]
+    runs = [(name, seed) for name in model_names for seed in seeds]
+    train = {run: _load(metrics_dir, *run, "train.json", "train", TRAIN_KEYS) for run in runs}
+    evals = {run: _load(metrics_dir, *run, "eval.json", "evaluate") for run in runs}
+    splits = _common_splits(evals, metrics_dir)
+    buckets = bucket_labels(cfg.length_buckets)
 
-    comparison = {}
-    for name in model_names:
-        row = {key: train[name][key] for key in TRAIN_KEYS}
-        for split in splits:
-            row[f"{split}_bleu"] = evals[name][split]["bleu"]
-            row[f"{split}_chrf"] = evals[name][split]["chrf"]
-        comparison[name] = row
-    write_json(Path(out_dir) / "comparison.json", comparison)
-    write_text(Path(out_dir) / "comparison.md", _markdown(comparison, evals, splits))
+    models = {name: {"params": train[name, seeds[0]]["params"],
+                     **{key: _spread([train[name, seed][key] for seed in seeds], seeds) for key in TRAIN_KEYS[1:]}}
+              for name in model_names}
+    examples, bootstrap_signatures = {}, set()
+    for split in splits:
+        sources, references = list(test_sets[split]["src"]), list(test_sets[split]["tgt"])
+        outputs = {run: _translations(out_dir, *run, split, evals[run][split], len(references)) for run in runs}
+        examples[split] = _examples(cfg.examples, split, sources, references,
+                                    {name: outputs[name, seeds[0]] for name in model_names})
+        tests = {}
+        for seed in seeds:  # runs of one seed against the baseline's run of that seed
+            tests[seed], signature = paired_bootstrap({name: outputs[name, seed] for name in model_names}, references,
+                                                      baseline, cfg.bootstrap_resamples, cfg.bootstrap_seed)
+            bootstrap_signatures.add(signature)
+        lengths = [bucket_of(len(source.split()), cfg.length_buckets) for source in sources]
+        for name in model_names:
+            models[name][split] = {
+                **{key: _spread([evals[name, seed][split][key] for seed in seeds], seeds)
+                   for key in (*SCORES, "sentences_per_s")},
+                "bootstrap": _significance({seed: tests[seed][name] for seed in seeds}),
+                "length_buckets": {label: _bucket_bleu([outputs[name, seed] for seed in seeds], references,
+                                                       [i for i, b in enumerate(lengths) if b == bucket], seeds)
+                                   for bucket, label in enumerate(buckets)},
+            }
+
+    signatures = {key: sorted({evals[run][split][f"{key}_signature"] for run in runs for split in splits})
+                  for key in SCORES}
+    comparison = {"baseline": baseline, "seeds": seeds, "splits": splits, "length_buckets": buckets,
+                  "signatures": {**signatures, "paired_bootstrap": sorted(bootstrap_signatures)},
+                  "models": models, "examples": examples}
+    write_json(out_dir / "comparison.json", comparison)
+    write_text(out_dir / "comparison.md", markdown(comparison))
     return comparison
 
 
-def _load(metrics_dir: Path, name: str, filename: str, stage: str, keys: tuple[str, ...] = ()) -> dict:
-    path = metrics_dir / name / filename
+def bucket_labels(bounds: list[int]) -> list[str]:
+    """[8, 12] -> ["1-8", "9-12", "13+"]: source lengths in words, each bound the last length of its bucket."""
+    lows = [1, *(bound + 1 for bound in bounds)]
+    return [f"{low}-{high}" for low, high in zip(lows, bounds)] + [f"{lows[-1]}+"]
+
+
+def bucket_of(length: int, bounds: list[int]) -> int:
+    return bisect.bisect_left(bounds, length)
+
+
+def _spread(values: list[float], seeds: list[int]) -> dict:
+    """Mean and sample standard deviation over seeds (None for one seed), and every seed's value."""
+    return {"mean": round(statistics.mean(values), 4),
+            "sd": round(statistics.stdev(values), 4) if len(values) > 1 else None,
+            "per_seed": {str(seed): value for seed, value in zip(seeds, values)}}
+
+
+def _significance(per_seed: dict[int, dict]) -> dict:
+    """One verdict over seeds: the bootstrap interval averaged, the largest p-value (None for the baseline)."""
+    p_values = [result["p_value"] for result in per_seed.values()]
+    worst = None if None in p_values else max(p_values)
+    return {"mean": round(statistics.mean(r["mean"] for r in per_seed.values()), 2),
+            "ci": round(statistics.mean(r["ci"] for r in per_seed.values()), 2),
+            "p_value": worst, "significant": None if worst is None else worst < SIGNIFICANCE_LEVEL,
+            "per_seed": {str(seed): result for seed, result in per_seed.items()}}
+
+
+def _bucket_bleu(outputs: list[list[str]], references: list[str], rows: list[int], seeds: list[int]) -> dict:
+    """BLEU of one model on the sentences `rows` of a test set, per seed (None where the bucket is empty)."""
+    if not rows:
+        return {"sentences": 0, "bleu": None}
+    scores = [bleu([hyps[i] for i in rows], [references[i] for i in rows]) for hyps in outputs]
+    return {"sentences": len(rows), "bleu": _spread(scores, seeds)}
+
+
+def _examples(indices: list[int], split: str, sources: list[str], references: list[str],
+              outputs: dict[str, list[str]]) -> list[dict]:
+    for index in indices:
+        if index >= len(references):
+            raise ConfigError(f"compare.examples: sentence {index} is past the {len(references)} sentences of {split}; "
+                              f"choose indices below {len(references)}")
+    return [{"index": i, "source": sources[i], "reference": references[i],
+             "outputs": {name: hyps[i] for name, hyps in outputs.items()}} for i in indices]
+
+
+def _load(metrics_dir: Path, name: str, seed: int, filename: str, stage: str, keys: tuple[str, ...] = ()) -> dict:
+    path = metrics_dir / run_dir(name, seed) / filename
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: not found; run `dvc repro {stage}@{name}` first")
+        raise FileNotFoundError(f"{path}: not found; run `dvc repro {stage}@{name}-{seed}` first")
     data = json.loads(path.read_text())
     missing = [key for key in keys if key not in data]
     if missing:
-        raise ValueError(f"{path}: missing {', '.join(missing)}; re-run `dvc repro {stage}@{name}`")
+        raise ValueError(f"{path}: missing {', '.join(missing)}; re-run `dvc repro {stage}@{name}-{seed}`")
     return data
 
 
-def _common_splits(evals: dict[str, dict], metrics_dir: Path) -> list[str]:
-    """The test splits every model was scored on; differing sets mean a stale evaluation."""
+def _translations(out_dir: Path, name: str, seed: int, split: str, scores: dict, sentences: int) -> list[str]:
+    """The run's translation of split, refused unless it is the one its metrics scored."""
+    path, stage = out_dir / run_dir(name, seed) / f"{split}.txt", f"evaluate@{name}-{seed}"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not found; run `dvc repro {stage}` first")
+    data = path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != scores["hypotheses_sha256"]:
+        raise ValueError(f"{path} is not the translation its metrics scored; re-run `dvc repro {stage}`")
+    lines = data.decode("utf-8").split("\n")[:-1]  # every line, the last included, ends in a newline
+    if len(lines) != sentences:
+        raise ValueError(f"{path} has {len(lines)} lines for the {sentences} sentences of {split}; "
+                         f"re-run `dvc repro {stage}`")
+    return lines
+
+
+def _common_splits(evals: dict[tuple[str, int], dict], metrics_dir: Path) -> list[str]:
+    """The test splits every run was scored on; differing sets mean a stale evaluation."""
     first, *others = evals
     splits = list(evals[first])
-    for name in others:
-        if list(evals[name]) != splits:
-            raise ValueError(f"{metrics_dir / name / 'eval.json'} scores {', '.join(evals[name]) or 'no splits'} but "
-                             f"{metrics_dir / first / 'eval.json'} scores {', '.join(splits)}; "
-                             f"re-run `dvc repro evaluate@{name}`")
-    for name, scores in evals.items():
+    for run in others:
+        if list(evals[run]) != splits:
+            raise ValueError(f"{metrics_dir / run_dir(*run) / 'eval.json'} scores {', '.join(evals[run]) or 'no splits'} "
+                             f"but {metrics_dir / run_dir(*first) / 'eval.json'} scores {', '.join(splits)}; "
+                             f"re-run `dvc repro evaluate@{run[0]}-{run[1]}`")
+    for run, scores in evals.items():
         for split in splits:
-            missing = [key for key in SCORE_KEYS if key not in scores[split]]
+            missing = [key for key in EVAL_KEYS if key not in scores[split]]
             if missing:
-                raise ValueError(f"{metrics_dir / name / 'eval.json'}: {split} lacks {', '.join(missing)}; "
-                                 f"re-run `dvc repro evaluate@{name}`")
+                raise ValueError(f"{metrics_dir / run_dir(*run) / 'eval.json'}: {split} lacks {', '.join(missing)}; "
+                                 f"re-run `dvc repro evaluate@{run[0]}-{run[1]}`")
     return splits
 
 
-def _markdown(comparison: dict[str, dict], evals: dict[str, dict], splits: list[str]) -> str:
+def markdown(comparison: dict) -> str:
+    """The comparison as Markdown: the main table, BLEU by source length, example translations, signatures."""
+    splits, seeds, baseline, models = (comparison[key] for key in ("splits", "seeds", "baseline", "models"))
     header = ["Model", "Parameters", "Training time", "Train tokens/s", "Best val loss"]
-    header += [f"{split} {metric}" for split in splits for metric in ("BLEU", "chrF")]
-    lines = ["| " + " | ".join(header) + " |", "|:---|" + "---:|" * (len(header) - 1)]
-    for name, row in comparison.items():
-        cells = [name, f"{row['params']:,}", _duration(row["train_seconds"]),
-                 f"{row['train_tokens_per_s']:,.0f}", f"{row['best_val_loss']:.3f}"]
-        cells += [f"{row[f'{split}_{metric}']:.2f}" for split in splits for metric in ("bleu", "chrf")]
+    header += [f"{split} {column}" for split in splits for column in ("BLEU", "95% CI", "BLEU lc", "chrF", "TER")]
+    lines = _table_head(header)
+    for name, row in models.items():
+        cells = [f"{name} (baseline)" if name == baseline else name, f"{row['params']:,}",
+                 _duration(row["train_seconds"]["mean"]), f"{row['train_tokens_per_s']['mean']:,.0f}",
+                 _cell(row["best_val_loss"], 3)]
+        for split in splits:
+            scores, test = row[split], row[split]["bootstrap"]
+            cells += [_cell(scores["bleu"]) + ("*" if test["significant"] else ""),
+                      f"[{test['mean'] - test['ci']:.2f}, {test['mean'] + test['ci']:.2f}]",
+                      _cell(scores["bleu_lc"]), _cell(scores["chrf"]), _cell(scores["ter"])]
         lines.append("| " + " | ".join(cells) + " |")
 
-    # Scores are comparable only under one signature, so every distinct one is listed.
-    lines += ["", "sacreBLEU signatures:", ""]
-    for metric, label in (("bleu", "BLEU"), ("chrf", "chrF")):
-        signatures = dict.fromkeys(evals[name][split][f"{metric}_signature"] for name in evals for split in splits)
-        lines += [f"- {label}: `{signature}`" for signature in signatures]
+    several = len(seeds) > 1
+    bootstrap = "`, `".join(comparison["signatures"]["paired_bootstrap"])
+    lines += ["", f"Mean ± sd over {len(seeds)} seeds ({', '.join(map(str, seeds))})." if several else
+              f"One seed ({seeds[0]}).", "",
+              "- BLEU: cased sacreBLEU (13a), the headline; BLEU lc: lowercased; chrF; TER: lower is better.",
+              "- 95% CI: the interval of BLEU over bootstrap resamples of the test set (sacreBLEU's paired bootstrap"
+              + (", averaged over seeds" if several else "") + f": `{bootstrap}`).",
+              f"- *: BLEU differs from the baseline's ({baseline}) with p < {SIGNIFICANCE_LEVEL}"
+              + (" in every seed" if several else "") + "."]
+
+    for split in splits:
+        buckets = comparison["length_buckets"]
+        sizes = {label: models[baseline][split]["length_buckets"][label]["sentences"] for label in buckets}
+        lines += ["", f"## BLEU by source length in words: {split}", ""]
+        lines += _table_head(["Model", *(f"{label} ({sizes[label]})" for label in buckets)])
+        for name, row in models.items():
+            cells = [_cell(row[split]["length_buckets"][label]["bleu"]) for label in buckets]
+            lines.append("| " + " | ".join([name, *cells]) + " |")
+
+    for split, examples in comparison["examples"].items():
+        lines += ["", f"## Example translations: {split}" + (f" (seed {seeds[0]})" if several else "")]
+        for example in examples:
+            lines += ["", f"Sentence {example['index']}:", "", f"- source: {example['source']}",
+                      f"- reference: {example['reference']}"]
+            lines += [f"- {name}: {text}" for name, text in example["outputs"].items()]
+
+    lines += ["", "## sacreBLEU signatures", ""]
+    for key, label in (("bleu", "BLEU"), ("bleu_lc", "BLEU lc"), ("chrf", "chrF"), ("ter", "TER")):
+        lines += [f"- {label}: `{signature}`" for signature in comparison["signatures"][key]]
     return "\n".join(lines) + "\n"
+
+
+def _table_head(header: list[str]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|:---|" + "---:|" * (len(header) - 1)]
+
+
+def _cell(spread: dict | None, digits: int = 2) -> str:
+    """mean, or mean ± sd when there are several seeds; an empty bucket shows as a dash."""
+    if spread is None:
+        return "-"
+    text = f"{spread['mean']:.{digits}f}"
+    return text if spread["sd"] is None else f"{text} ± {spread['sd']:.{digits}f}"
 
 
 def _duration(seconds: float) -> str:

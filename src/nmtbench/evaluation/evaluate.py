@@ -1,36 +1,102 @@
-"""Stage `evaluate@<name>`: decode the test sets, detokenize, score against the untouched references."""
+"""Stage `evaluate@<name>-<seed>`: decode the test sets, detokenize, score against the untouched references.
+
+Besides the scores it keeps what the report and the dashboard show: the attention of one fixed
+sentence (`attention.json` beside the metrics) and, in an evaluation W&B run, every translation.
+"""
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import time
 from pathlib import Path
 
-from nmtbench.config import Params
-from nmtbench.data.tokenizer import Tokenizer, load_tokenized
+import torch
+
+from nmtbench.config import ConfigError, Params, run_dir
+from nmtbench.data.tokenizer import BOS, EOS, PAD, Tokenizer, load_tokenized
+from nmtbench.decoding.search import greedy, max_lengths
 from nmtbench.decoding.translator import Translator
 from nmtbench.evaluation.scoring import score
 from nmtbench.files import write_json, write_text
+from nmtbench.models.interface import Seq2Seq
+from nmtbench.tracking import finish_run, log_tables, make_wandb_logger, run_tags
 from nmtbench.training.train import load_model
 
+TRANSLATION_COLUMNS = ["index", "source", "reference", "hypothesis"]
 
-def evaluate(params: Params, name: str, tokenized_dir: Path = Path("data/tokenized"),
+
+def evaluate(params: Params, name: str, seed: int | None = None, tokenized_dir: Path = Path("data/tokenized"),
              checkpoint: Path | None = None, out_dir: Path | None = None, metrics_path: Path | None = None) -> dict:
-    params.model_block(name)
-    checkpoint = checkpoint or Path("models") / name / "best.ckpt"
-    out_dir = out_dir or Path("results") / name
-    metrics_path = metrics_path or Path("metrics") / name / "eval.json"
+    """Evaluate one run of the grid: model `name` trained with `seed` (default: the first of params.seeds)."""
+    block = params.model_block(name)
+    seed = params.seeds[0] if seed is None else seed
+    run = run_dir(name, seed)
+    checkpoint = checkpoint or Path("models") / run / "best.ckpt"
+    out_dir = out_dir or Path("results") / run
+    metrics_path = Path(metrics_path or Path("metrics") / run / "eval.json")
     tokenizer = Tokenizer(tokenized_dir)
-    translator = Translator(load_model(checkpoint, tokenizer), tokenizer, params.evaluate)
+    model = load_model(checkpoint, tokenizer)
+    translator = Translator(model, tokenizer, params.evaluate)
     dataset = load_tokenized(tokenized_dir)
-    metrics = {}
+    attention = attention_example(model, tokenizer, dataset, params)  # a bad report block fails before any work
+    metrics, translations = {}, {}
     for split in params.data.eval_splits:
         started = time.perf_counter()
         found = translator.translate_ids(dataset[split]["src_ids"])
         seconds = time.perf_counter() - started
-        hypotheses = [tokenizer.decode(hyps[0].tokens) for hyps in found]
-        write_text(out_dir / f"{split}.txt", "".join(h + "\n" for h in hypotheses))
+        hypotheses = [one_line(tokenizer.decode(hyps[0].tokens)) for hyps in found]
+        text = "".join(h + "\n" for h in hypotheses)
+        write_text(out_dir / f"{split}.txt", text)
         metrics[split] = {**score(hypotheses, dataset[split]["tgt"]), "sentences": len(hypotheses),
+                          # compare reads the translation and checks it is this one; through this hash,
+                          # DVC sees a changed translation in the metrics compare depends on
+                          "hypotheses_sha256": hashlib.sha256(text.encode()).hexdigest(),
                           "decode_seconds": round(seconds, 2),
                           "sentences_per_s": round(len(hypotheses) / seconds, 1),
                           "beam": params.evaluate.beam}
+        translations[f"translations/{split}"] = (TRANSLATION_COLUMNS, [
+            [i, *row] for i, row in enumerate(zip(dataset[split]["src"], dataset[split]["tgt"], hypotheses))])
     write_json(metrics_path, metrics)
+    write_json(metrics_path.parent / "attention.json", attention)
+    logger = make_wandb_logger(params.wandb, f"{name}-seed{seed}", Path("."),
+                               {"model": name, "seed": seed, **block, **dataclasses.asdict(params.evaluate),
+                                "params": model.num_parameters()},
+                               run_tags(name, block, seed), job_type="evaluate")
+    if logger:
+        log_tables(logger, translations)
+        finish_run(logger, {f"{split}/{key}": value for split, scores in metrics.items() for key, value in scores.items()})
     return metrics
+
+
+def attention_example(model: Seq2Seq, tokenizer: Tokenizer, dataset, params: Params) -> dict:
+    """Greedy decoding of the sentence `report.attention_sentence` of `report.attention_split`, with the
+    weights each output step puts on the source pieces; weights is None for a model without attention."""
+    cfg, decode = params.report, params.evaluate
+    if cfg.attention_split not in dataset:
+        raise ConfigError(f"report.attention_split: {cfg.attention_split} is not in data/tokenized; "
+                          f"choose one of {', '.join(s for s in dataset if s != 'train')}")
+    split = dataset[cfg.attention_split]
+    if cfg.attention_sentence >= len(split):
+        raise ConfigError(f"report.attention_sentence: {cfg.attention_sentence} is beyond the {len(split)} "
+                          f"sentences of {cfg.attention_split}; choose 0 to {len(split) - 1}")
+    source = split[cfg.attention_sentence]["src_ids"]
+    src = torch.tensor([source])  # (1, S)
+    mask = src != PAD
+    budget = max_lengths(mask, decode.max_len_a, decode.max_len_b)
+    attention = [[]]
+    (target,) = greedy(model, src, mask, BOS, EOS, budget, attention)
+    ended = len(target) < int(budget[0])  # the last step chose eos, and has a row of weights too
+    return {
+        "split": cfg.attention_split,
+        "sentence": cfg.attention_sentence,
+        "source_pieces": tokenizer.sp.id_to_piece(source),
+        "target_pieces": tokenizer.sp.id_to_piece(target) + (["</s>"] if ended else []),
+        # a decoder-only model also attends to its own output: keep the weights on the source
+        "weights": [[round(float(w), 4) for w in row[: len(source)]] for row in attention[0]] or None,
+    }
+
+
+def one_line(text: str) -> str:
+    """A translation as one line of the output file: a model can emit a line break (byte fallback),
+    which would shift every later line. What is written is what is scored."""
+    return text.replace("\r", " ").replace("\n", " ")

@@ -35,7 +35,8 @@ def cosine_schedule(warmup_steps: int, total_steps: int):
 
 
 class TranslationModule(L.LightningModule):
-    def __init__(self, name: str, block: dict, vocab_size: int, pad_id: int, vocab_sha256: str, train: dict):
+    def __init__(self, name: str, block: dict, vocab_size: int, pad_id: int, vocab_sha256: str, train: dict,
+                 seed: int = 0):
         super().__init__()
         self.save_hyperparameters()  # the checkpoint alone rebuilds the model and checks its vocabulary
         self.model = build_model(name, block, vocab_size, pad_id)
@@ -44,6 +45,10 @@ class TranslationModule(L.LightningModule):
         self.train_seconds = 0.0
         self._val_loss_sum = self._val_tokens = 0.0
         self._restored_rng: dict | None = None
+
+    @property
+    def fingerprint(self) -> str:
+        return run_fingerprint(self.hparams.block, self.hparams.train, self.hparams.vocab_sha256, self.hparams.seed)
 
     def loss(self, batch) -> tuple[torch.Tensor, torch.Tensor, int]:
         """Label-smoothed cross-entropy per target token, padding ignored; also the plain (unsmoothed) sum."""
@@ -69,7 +74,7 @@ class TranslationModule(L.LightningModule):
         if torch.cuda.is_available():
             rng["cuda"] = torch.cuda.get_rng_state_all()
         checkpoint["nmtbench"] = {
-            "run": run_fingerprint(self.hparams.block, self.hparams.train, self.hparams.vocab_sha256),
+            "run": self.fingerprint,
             "target_tokens": self.target_tokens, "train_seconds": self.train_seconds, "rng": rng,
         }
 

@@ -1,4 +1,4 @@
-"""Stage `train@<name>`: fit one model variant and keep its best checkpoint and its figures."""
+"""Stage `train@<name>-<seed>`: fit one model variant with one seed and keep its best checkpoint and its figures."""
 from __future__ import annotations
 
 import dataclasses
@@ -14,15 +14,14 @@ import torch
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from lightning.pytorch.utilities import rank_zero_only
 
-from nmtbench.config import Params
+from nmtbench.config import Params, run_dir
 from nmtbench.data.batching import TranslationData
 from nmtbench.data.tokenizer import PAD, Tokenizer, load_tokenized
 from nmtbench.models.registry import model_config
 from nmtbench.files import write_json
-from nmtbench.tracking import finish_run, make_wandb_logger
+from nmtbench.tracking import finish_run, make_wandb_logger, run_tags
 from nmtbench.training.budget import budget_limits
-from nmtbench.training.checkpoints import (AtomicCheckpointIO, average_state_dicts, resumable_checkpoint,
-                                           run_fingerprint)
+from nmtbench.training.checkpoints import AtomicCheckpointIO, average_state_dicts, resumable_checkpoint
 from nmtbench.training.curves import LearningCurve, ValidationBleu
 from nmtbench.training.module import TranslationModule
 
@@ -34,30 +33,33 @@ class CheckpointError(ValueError):
     """A checkpoint that is missing or does not fit the current vocabulary."""
 
 
-def train(params: Params, name: str, tokenized_dir: Path = Path("data/tokenized"),
+def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Path = Path("data/tokenized"),
           model_dir: Path | None = None, metrics_path: Path | None = None) -> dict:
+    """Train one run of the grid: model `name` with `seed` (default: the first of params.seeds)."""
     block = params.model_block(name)
     model_config(name, block)  # refuse a bad block before any work
-    model_dir = model_dir or Path("models") / name
-    metrics_path = metrics_path or Path("metrics") / name / "train.json"
+    seed = params.seeds[0] if seed is None else seed
+    model_dir = model_dir or Path("models") / run_dir(name, seed)
+    metrics_path = metrics_path or Path("metrics") / run_dir(name, seed) / "train.json"
     cfg = params.train
     vocab = read_vocab(tokenized_dir)
-    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    L.seed_everything(seed, workers=True, verbose=False)
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
 
-    module = TranslationModule(name, block, vocab["size"], PAD, vocab["sha256"], dataclasses.asdict(cfg))
-    data = TranslationData(tokenized_dir, cfg.batch_tokens, cfg.seed)
+    module = TranslationModule(name, block, vocab["size"], PAD, vocab["sha256"], dataclasses.asdict(cfg), seed)
+    data = TranslationData(tokenized_dir, cfg.batch_tokens, seed)
     # what this run needs to continue after an interruption; removed once it has finished
     unfinished = Path(model_dir) / "unfinished"
-    resume_from = resumable_checkpoint(unfinished, run_fingerprint(block, dataclasses.asdict(cfg), vocab["sha256"]),
-                                       set_aside=rank_zero_only.rank == 0)
+    resume_from = resumable_checkpoint(unfinished, module.fingerprint, set_aside=rank_zero_only.rank == 0)
     monitor, mode = BEST[cfg.early_stopping_metric]
     checkpoint = ModelCheckpoint(dirpath=model_dir, filename="best", monitor=monitor, mode=mode,
                                  save_top_k=1, auto_insert_metric_name=False, enable_version_counter=False)
     max_time, flop_budget = budget_limits(cfg.budget, module.model)
-    logger = make_wandb_logger(params.wandb, name, Path("."),
-                               {"model": name, **block, **dataclasses.asdict(cfg), "params": module.model.num_parameters()})
+    logger = make_wandb_logger(params.wandb, f"{name}-seed{seed}", Path("."),
+                               {"model": name, "seed": seed, **block, **dataclasses.asdict(cfg),
+                                "params": module.model.num_parameters()},
+                               run_tags(name, block, seed))
     curve = LearningCurve(metrics_path.parent / "learning_curve.csv")
     callbacks = [checkpoint, curve, flop_budget]
     if cfg.checkpoint_every_steps:
@@ -145,7 +147,7 @@ def load_model(checkpoint_path: Path, tokenizer: Tokenizer):
     """Rebuild a trained model from its checkpoint, refusing one trained with another tokenizer."""
     checkpoint_path = Path(checkpoint_path)
     if not checkpoint_path.is_file():
-        raise CheckpointError(f"{checkpoint_path} is missing; train the model first (dvc repro train@<name>)")
+        raise CheckpointError(f"{checkpoint_path} is missing; train the model first (dvc repro train@<name>-<seed>)")
     try:
         module = TranslationModule.load_from_checkpoint(checkpoint_path, map_location="cpu")
     except Exception as error:  # torch and Lightning raise many kinds for an unreadable file
@@ -153,5 +155,6 @@ def load_model(checkpoint_path: Path, tokenizer: Tokenizer):
                               "retrain the model or restore the file") from error
     if module.hparams.vocab_sha256 != tokenizer.sha256:
         raise CheckpointError(f"{checkpoint_path} was trained with another vocabulary than {tokenizer.path}; "
-                              f"retrain it (dvc repro train@{module.hparams.name}) or use the tokenizer it was trained with")
+                              f"retrain it (dvc repro train@{module.hparams.name}-{module.hparams.seed}) "
+                              "or use the tokenizer it was trained with")
     return module.model.eval()

@@ -1,0 +1,251 @@
+"""Stage `report`: results/report.html, one self-contained page (plots embedded as PNG, no external assets).
+
+It reads what the other stages wrote: the comparison table (results/comparison.md and .json) and,
+per run, metrics/<run>/ (train.json, eval.json, attention.json, learning_curve.csv), where a run is
+any folder under metrics/<model>/ holding an eval.json (metrics/<model>/ itself, or one per seed).
+Whatever is not there yet is named on the page, with the stage that writes it, instead of failing.
+"""
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import itertools
+import json
+import math
+import re
+from pathlib import Path
+
+from nmtbench.evaluation import figures
+from nmtbench.files import write_text
+
+CURVE_COLUMNS = ("wall_seconds", "target_tokens", "val_bleu")
+STYLE = """
+body { font-family: sans-serif; max-width: 1200px; margin: 2em auto; padding: 0 1em; color: #222; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 1em 0; display: block; overflow-x: auto; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; vertical-align: top; }
+th { background: #f0f0f0; }
+td.number { text-align: right; font-variant-numeric: tabular-nums; }
+img { max-width: 100%; }
+figure { margin: 1em 0; }
+.missing { color: #a33; }
+code { font-size: 0.85em; }
+"""
+
+
+class Page:
+    """An HTML page built section by section; it records the figures it embeds and what it lacks."""
+
+    def __init__(self):
+        self.parts: list[str] = []
+        self.figures: list[str] = []
+        self.missing: list[str] = []
+
+    def heading(self, text: str) -> None:
+        self.parts.append(f"<h2>{html.escape(text)}</h2>")
+
+    def add(self, markup: str) -> None:
+        self.parts.append(markup)
+
+    def figure(self, anchor: str, png: bytes, caption: str) -> None:
+        self.figures.append(anchor)
+        data = base64.b64encode(png).decode("ascii")
+        self.parts.append(f'<figure><img id="{html.escape(anchor)}" alt="{html.escape(caption)}" '
+                          f'src="data:image/png;base64,{data}"><figcaption>{html.escape(caption)}</figcaption></figure>')
+
+    def lack(self, what: str, why: str) -> None:
+        self.missing.append(f"{what}: {why}")
+        self.parts.append(f'<p class="missing">Missing: {html.escape(what)}: {_inline(why)}</p>')
+
+    def html(self, title: str) -> str:
+        lacking = "".join(f"<li>{_inline(item)}</li>" for item in self.missing)
+        summary = f'<p class="missing">This page lacks:</p><ul class="missing">{lacking}</ul>' if lacking else ""
+        return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{html.escape(title)}</title>\n'
+                f"<style>{STYLE}</style>\n</head>\n<body>\n<h1>{html.escape(title)}</h1>\n{summary}\n"
+                + "\n".join(self.parts) + "\n</body>\n</html>\n")
+
+
+def report(model_names: list[str], metrics_dir: Path = Path("metrics"), results_dir: Path = Path("results")) -> Page:
+    """Write results/report.html; return the page (its figures and what it lacks)."""
+    metrics_dir, results_dir = Path(metrics_dir), Path(results_dir)
+    table = _required(results_dir / "comparison.md")
+    comparison = json.loads(_required(results_dir / "comparison.json"))
+    page = Page()
+    claims = results_dir / "claims.md"
+    if claims.is_file():
+        page.add('<p>The claims checked against these results: <a href="claims.md">claims.md</a>.</p>')
+    else:
+        page.lack("claims", "`results/claims.md` is not written yet; `dvc repro analyze` writes it")
+    page.heading("Comparison")
+    page.add(markdown_html(table))
+
+    runs = _runs(model_names, metrics_dir, page)
+    _length_section(page, comparison)
+    _curves_section(page, runs)
+    _frontier_section(page, runs)
+    _attention_section(page, runs)
+    _examples_section(page, comparison)
+    write_text(results_dir / "report.html", page.html("nmtbench: RNN/LSTM and Transformer translation models compared"))
+    return page
+
+
+def _required(path: Path) -> str:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not found; run `dvc repro compare` first")
+    return path.read_text(encoding="utf-8")
+
+
+def _runs(model_names: list[str], metrics_dir: Path, page: Page) -> dict[str, Path]:
+    """{label: folder} of every evaluated run, in params order; label is the folder below metrics/."""
+    runs = {}
+    for name in model_names:
+        folders = sorted({path.parent for path in (metrics_dir / name).rglob("eval.json")})
+        if not folders:
+            page.lack(f"model {name}", f"no `{metrics_dir / name}/**/eval.json`; the evaluate stage writes it")
+        runs.update({folder.relative_to(metrics_dir).as_posix(): folder for folder in folders})
+    return runs
+
+
+def _length_section(page: Page, comparison: dict) -> None:
+    page.heading("BLEU by source length")
+    buckets = comparison.get("length_buckets")
+    if not buckets:
+        page.lack("BLEU by source-length bucket", "`results/comparison.json` has no `length_buckets`; the compare stage writes it")
+        return
+    split = comparison["splits"][0]
+    bleu = {name: [(row[split]["length_buckets"][bucket]["bleu"] or {"mean": math.nan})["mean"] for bucket in buckets]
+            for name, row in comparison["models"].items()}  # an empty bucket has no BLEU: a gap in the line
+    page.figure("length-buckets", figures.length_buckets(buckets, bleu, split),
+                f"BLEU per source-length bucket (words) on {split}, one line per model (mean over seeds)")
+
+
+def _curves_section(page: Page, runs: dict[str, Path]) -> None:
+    page.heading("Learning curves: validation BLEU against time and against tokens seen")
+    curves, lacking = {}, []
+    for label, folder in runs.items():
+        rows = _curve(folder / "learning_curve.csv")
+        if rows:
+            curves[label] = rows
+        else:
+            lacking.append(label)
+    if lacking:
+        page.lack("learning curves of " + ", ".join(lacking),
+                  f"no `learning_curve.csv` with columns {', '.join(CURVE_COLUMNS)} and a validation BLEU beside "
+                  "their train.json; the train stage writes it when `train.val_bleu_sentences` is above 0")
+    if curves:
+        page.figure("learning-curves", figures.learning_curves(curves),
+                    "Validation BLEU against wall-clock training time and against target tokens seen")
+
+
+def _curve(path: Path) -> list[dict]:
+    """The validations of a learning_curve.csv that have a BLEU; [] for a missing or older file."""
+    if not path.is_file():
+        return []
+    with path.open(newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        if not set(CURVE_COLUMNS) <= set(reader.fieldnames or ()):
+            return []
+        return [{key: float(row[key]) for key in CURVE_COLUMNS} for row in reader if row["val_bleu"]]
+
+
+def _frontier_section(page: Page, runs: dict[str, Path]) -> None:
+    page.heading("Quality against cost")
+    points, split = [], None
+    for label, folder in runs.items():
+        train_path = folder / "train.json"
+        if not train_path.is_file():
+            page.lack(f"size of {label}", f"no `{train_path}`; the train stage writes it")
+            continue
+        scores = json.loads((folder / "eval.json").read_text())
+        split = split or next(iter(scores))
+        points.append({"label": label, "params": json.loads(train_path.read_text())["params"],
+                       "bleu": scores[split]["bleu"], "sentences_per_s": scores[split]["sentences_per_s"]})
+    if points:
+        page.figure("frontier", figures.frontier(points, split),
+                    f"BLEU on {split} against parameter count and against decoding speed (beam search, this machine)")
+
+
+def _attention_section(page: Page, runs: dict[str, Path]) -> None:
+    page.heading("Attention")
+    examples, without, seen = {}, [], set()
+    for label, folder in runs.items():
+        model = label.split("/")[0]
+        if model in seen:  # one sentence per model: its first run's
+            continue
+        seen.add(model)
+        path = folder / "attention.json"
+        if not path.is_file():
+            page.lack(f"attention of {model}", f"no `{path}`; the evaluate stage writes it")
+            continue
+        example = json.loads(path.read_text(encoding="utf-8"))
+        if example["weights"] is None:
+            without.append(model)
+        else:
+            examples[model] = (label, example)
+    for model, (label, example) in examples.items():
+        page.figure(f"attention-{model}", figures.attention_heatmap(example, label),
+                    f"{label}: source attention of each output piece (greedy decoding of sentence "
+                    f"{example['sentence']} of {example['split']})")
+    if without:
+        page.add(f"<p>Models without attention (nothing to draw): {html.escape(', '.join(without))}.</p>")
+
+
+def _examples_section(page: Page, comparison: dict) -> None:
+    page.heading("Example translations")
+    examples = comparison.get("examples")
+    if not examples:
+        page.lack("example translations", "`results/comparison.json` has no `examples`; the compare stage writes it")
+        return
+    for split, rows in examples.items():
+        models = list(rows[0]["outputs"])
+        header = "".join(f"<th>{html.escape(cell)}</th>" for cell in [split, "source", "reference", *models])
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in
+                             [example["index"], example["source"], example["reference"],
+                              *(example["outputs"][model] for model in models)]) + "</tr>"
+            for example in rows)
+        page.add(f"<table><tr>{header}</tr>{body}</table>")
+
+
+def markdown_html(text: str) -> str:
+    """The Markdown the compare stage writes: pipe tables, bullet lists, headings, paragraphs, `code`, **bold**."""
+    parts = []
+    for kind, group in itertools.groupby(text.splitlines(), _line_kind):
+        lines = list(group)
+        if kind == "table":
+            parts.append(_table_html(lines))
+        elif kind == "list":
+            parts.append("<ul>" + "".join(f"<li>{_inline(line[2:])}</li>" for line in lines) + "</ul>")
+        elif kind == "heading":
+            for line in lines:
+                level = min(len(line) - len(line.lstrip("#")) + 2, 6)  # the page's own headings are h1 and h2
+                parts.append(f"<h{level}>{_inline(line.lstrip('#').strip())}</h{level}>")
+        elif kind == "text":
+            parts.append("<p>" + " ".join(_inline(line) for line in lines) + "</p>")
+    return "\n".join(parts)
+
+
+def _line_kind(line: str) -> str:
+    if line.startswith("|"):
+        return "table"
+    if line.startswith("- "):
+        return "list"
+    if line.startswith("#"):
+        return "heading"
+    return "text" if line.strip() else "blank"
+
+
+def _table_html(lines: list[str]) -> str:
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines]
+    header, rules, body = rows[0], rows[1], rows[2:]
+    numeric = [rule.endswith(":") and not rule.startswith(":") for rule in rules]  # right-aligned columns
+    head = "".join(f"<th>{_inline(cell)}</th>" for cell in header)
+    cells = ("".join(f'<td class="number">{_inline(cell)}</td>' if right else f"<td>{_inline(cell)}</td>"
+                     for cell, right in zip(row, numeric)) for row in body)
+    return f"<table><tr>{head}</tr>" + "".join(f"<tr>{row}</tr>" for row in cells) + "</table>"
+
+
+def _inline(text: str) -> str:
+    text = html.escape(text)
+    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+    return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", text)

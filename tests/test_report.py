@@ -1,0 +1,151 @@
+"""The report page from tiny hand-made stage outputs; rendered in headless Chromium where one is installed."""
+import base64
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from nmtbench.evaluation.report import markdown_html, report
+
+TABLE = """| Model | Parameters | test BLEU |
+|:---|---:|---:|
+| transformer | 9,512 | **35.12** +- 0.40 |
+| lstm | 1,034 | 30.50 * |
+
+sacreBLEU signatures:
+
+- BLEU: `nrefs:1|case:mixed|tok:13a`
+"""
+SOURCE, TARGET = ["▁A", "▁cat", "."], ["▁Eine", "▁Katze", ".", "</s>"]
+
+
+def attention(weights):
+    return {"split": "test_2016_flickr", "sentence": 0, "source_pieces": SOURCE, "target_pieces": TARGET,
+            "weights": weights}
+
+
+def write_run(folder, params, bleu, speed, weights="absent", curve=True):
+    folder.mkdir(parents=True)
+    (folder / "train.json").write_text(json.dumps({"params": params}))
+    (folder / "eval.json").write_text(json.dumps({"test_2016_flickr": {"bleu": bleu, "sentences_per_s": speed}}))
+    if weights != "absent":
+        (folder / "attention.json").write_text(json.dumps(attention(weights)))
+    if curve:
+        (folder / "learning_curve.csv").write_text(
+            "step,epoch,wall_seconds,target_tokens,val_loss,val_bleu\n"
+            f"10,0,30.5,1000,4.1,{bleu / 3}\n20,1,61.0,2000,3.2,\n30,2,91.5,3000,2.9,{bleu / 2}\n")
+
+
+@pytest.fixture
+def outputs(tmp_path):
+    """metrics/ of three models (one with two seeds) and the compare stage's results/."""
+    metrics, results = tmp_path / "metrics", tmp_path / "results"
+    diagonal = [[0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.1, 0.1, 0.8], [0.3, 0.3, 0.4]]
+    write_run(metrics / "lstm", 1_034, 30.5, 40.0, weights=None)
+    write_run(metrics / "transformer" / "seed1", 9_512, 35.0, 55.0, weights=diagonal)
+    write_run(metrics / "transformer" / "seed2", 9_512, 35.2, 54.0, weights=diagonal)
+    write_run(metrics / "cnn", 5_000, 33.0, 90.0, weights=diagonal)
+    results.mkdir()
+    (results / "comparison.md").write_text(TABLE)
+    def buckets(*bleu):  # the compare stage's per-bucket figures; None: an empty bucket
+        return {"length_buckets": {label: {"sentences": 0 if b is None else 5, "bleu": b and {"mean": b, "sd": None}}
+                                   for label, b in zip(("1-10", "11-20", "21+"), bleu)}}
+    comparison = {
+        "splits": ["test_2016_flickr"],
+        "length_buckets": ["1-10", "11-20", "21+"],
+        "models": {"lstm": {"test_2016_flickr": buckets(35.0, 28.0, 12.5)},
+                   "transformer": {"test_2016_flickr": buckets(36.0, 35.0, None)}},
+        "examples": {"test_2016_flickr": [{"index": 3, "source": "A <cat>.", "reference": "Eine Katze.",
+                                           "outputs": {"lstm": "Ein Hund.", "transformer": "Eine Katze."}}]},
+    }
+    (results / "comparison.json").write_text(json.dumps(comparison))
+    return metrics, results
+
+
+def embedded_pngs(page_html):
+    return [base64.b64decode(data) for data in re.findall(r'src="data:image/png;base64,([^"]+)"', page_html)]
+
+
+def test_markdown_html_renders_the_compare_stage_table():
+    assert markdown_html(TABLE) == (
+        "<table><tr><th>Model</th><th>Parameters</th><th>test BLEU</th></tr>"
+        '<tr><td>transformer</td><td class="number">9,512</td><td class="number"><strong>35.12</strong> +- 0.40</td></tr>'
+        '<tr><td>lstm</td><td class="number">1,034</td><td class="number">30.50 *</td></tr></table>\n'
+        "<p>sacreBLEU signatures:</p>\n"
+        "<ul><li>BLEU: <code>nrefs:1|case:mixed|tok:13a</code></li></ul>")
+    assert markdown_html("# Beam <sweep>\nplain & text") == "<h3>Beam &lt;sweep&gt;</h3>\n<p>plain &amp; text</p>"
+
+
+def test_report_embeds_every_plot(outputs):
+    metrics, results = outputs
+    page = report(["lstm", "transformer", "cnn"], metrics, results)
+    assert page.figures == ["length-buckets", "learning-curves", "frontier", "attention-transformer", "attention-cnn"]
+    assert page.missing == ["claims: `results/claims.md` is not written yet; `dvc repro analyze` writes it"]
+    text = (results / "report.html").read_text()
+    assert all(png.startswith(b"\x89PNG\r\n\x1a\n") for png in embedded_pngs(text))
+    assert len(embedded_pngs(text)) == 5
+    assert not re.search(r'(src|href)="(?!data:|claims\.md)', text)  # self-contained: no external assets
+    assert '<td class="number"><strong>35.12</strong> +- 0.40</td>' in text
+    assert "<th>test_2016_flickr</th><th>source</th><th>reference</th><th>lstm</th><th>transformer</th>" in text
+    assert "<td>3</td><td>A &lt;cat&gt;.</td><td>Eine Katze.</td><td>Ein Hund.</td><td>Eine Katze.</td>" in text
+    assert "Models without attention (nothing to draw): lstm." in text
+    assert "transformer/seed1: source attention" in text  # one heatmap per model: its first seed
+
+
+def test_report_names_what_is_missing_and_who_writes_it(outputs):
+    metrics, results = outputs
+    (results / "comparison.json").write_text("{}")
+    (results / "claims.md").write_text("# claims\n")
+    for path in metrics.rglob("learning_curve.csv"):
+        path.unlink()
+    (metrics / "lstm" / "learning_curve.csv").write_text(  # validation BLEU off
+        "step,epoch,wall_seconds,target_tokens,val_loss,val_bleu\n10,0,30.5,1000,4.1,\n")
+    (metrics / "cnn" / "train.json").unlink()
+    (metrics / "transformer" / "seed1" / "attention.json").unlink()
+    page = report(["lstm", "transformer", "cnn", "gru"], metrics, results)
+    assert page.figures == ["frontier", "attention-cnn"]
+    assert page.missing == [
+        f"model gru: no `{metrics}/gru/**/eval.json`; the evaluate stage writes it",
+        "BLEU by source-length bucket: `results/comparison.json` has no `length_buckets`; the compare stage writes it",
+        "learning curves of lstm, transformer/seed1, transformer/seed2, cnn: no `learning_curve.csv` with columns "
+        "wall_seconds, target_tokens, val_bleu and a validation BLEU beside their train.json; the train stage "
+        "writes it when `train.val_bleu_sentences` is above 0",
+        f"size of cnn: no `{metrics}/cnn/train.json`; the train stage writes it",
+        f"attention of transformer: no `{metrics}/transformer/seed1/attention.json`; the evaluate stage writes it",
+        "example translations: `results/comparison.json` has no `examples`; the compare stage writes it",
+    ]
+    text = (results / "report.html").read_text()
+    assert '<a href="claims.md">claims.md</a>' in text
+    assert text.count('class="missing">Missing: ') == len(page.missing)
+
+
+def test_report_without_a_comparison_names_the_stage(outputs, tmp_path):
+    metrics, results = outputs
+    (results / "comparison.md").unlink()
+    with pytest.raises(FileNotFoundError, match=r"comparison.md: not found; run `dvc repro compare` first"):
+        report(["lstm"], metrics, results)
+    assert not (results / "report.html").exists()
+
+
+CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
+# Written into a copy of the page only: after load, every image records whether it decoded and its size.
+PROBE = ("<script>window.addEventListener('load', () => document.querySelectorAll('img').forEach(img => "
+         "img.setAttribute('data-rendered', img.complete && img.naturalWidth > 0 ? "
+         "img.naturalWidth + 'x' + img.naturalHeight : 'broken')));</script>")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on PATH (apt-get install chromium) to render the report")
+def test_every_plot_renders_in_headless_chromium(outputs, tmp_path):
+    metrics, results = outputs
+    page = report(["lstm", "transformer", "cnn"], metrics, results)
+    probed = tmp_path / "probed.html"
+    probed.write_text((results / "report.html").read_text().replace("</body>", PROBE + "</body>"))
+    dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", probed.as_uri()],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    rendered = dict(re.findall(r'<img id="([^"]+)"[^>]*data-rendered="([^"]+)"', dom))
+    assert list(rendered) == page.figures
+    for anchor, size in rendered.items():
+        width, height = map(int, size.split("x"))  # "broken" fails here, naming nothing else
+        assert width > 100 and height > 100, anchor
