@@ -30,3 +30,17 @@ def test_with_a_key_but_no_report_package_it_names_the_package(monkeypatch):
     with pytest.raises(DashboardError) as error:
         dashboard(WandbConfig(), "test_2016_flickr")
     assert str(error.value) == NEEDS_PACKAGE
+
+
+def test_the_report_compares_the_runs_of_the_group():
+    wr = pytest.importorskip("wandb_workspaces.reports.v2")
+    from nmtbench.dashboard import build_report
+
+    report = build_report(wr, WandbConfig(project="p", group="g1"), "test_2016_flickr", "someone")
+    assert (report.entity, report.project, report.title) == ("someone", "p", "nmtbench: g1")
+    (grid,) = report.blocks
+    (runs,) = grid.runsets
+    assert (runs.entity, runs.project, runs.filters) == ("someone", "p", "Metric('Group') == 'g1'")
+    assert [panel.title for panel in grid.panels] == [
+        "validation loss", "validation BLEU against tokens seen", "test_2016_flickr BLEU against parameters",
+        "test_2016_flickr BLEU against decoding speed"]

@@ -15,7 +15,7 @@ class DashboardError(ValueError):
 
 NEEDS_KEY = ("needs a W&B account: run `wandb login` (or set WANDB_API_KEY), upload the offline runs with "
              "`wandb sync wandb/offline-run-*`, then run `nmtbench dashboard` again")
-NEEDS_PACKAGE = "needs the wandb-workspaces package for W&B's report API: pip install wandb-workspaces"
+NEEDS_PACKAGE = "needs the wandb-workspaces package for W&B's report API: make setup installs it"
 
 
 def dashboard(cfg: WandbConfig, split: str) -> str:
@@ -34,8 +34,15 @@ def dashboard(cfg: WandbConfig, split: str) -> str:
     except ImportError:
         raise DashboardError(NEEDS_PACKAGE) from None
 
+    report = build_report(wr, cfg, split, api.default_entity)
+    report.save()
+    return report.url
+
+
+def build_report(wr, cfg: WandbConfig, split: str, entity: str):
+    """The report itself (wr: wandb_workspaces.reports.v2): one panel grid over the runs of the group."""
     bleu = wr.SummaryMetric(f"{split}/bleu")
-    runs = wr.Runset(entity=api.default_entity, project=cfg.project, name=f"group {cfg.group}",
+    runs = wr.Runset(entity=entity, project=cfg.project, name=f"group {cfg.group}",
                      filters=f"Metric('Group') == '{cfg.group}'")
     panels = [
         wr.LinePlot(title="validation loss", x="Step", y=["val/loss"]),
@@ -44,9 +51,7 @@ def dashboard(cfg: WandbConfig, split: str) -> str:
         wr.ScatterPlot(title=f"{split} BLEU against decoding speed", x=wr.SummaryMetric(f"{split}/sentences_per_s"),
                        y=bleu),
     ]
-    report = wr.Report(entity=api.default_entity, project=cfg.project, title=f"nmtbench: {cfg.group}",
-                       description="Training runs (job type train) and test scores with every translation "
-                                   "(job type evaluate) of one experiment, tagged by model, family and seed.",
-                       blocks=[wr.PanelGrid(runsets=[runs], panels=panels)])
-    report.save()
-    return report.url
+    return wr.Report(entity=entity, project=cfg.project, title=f"nmtbench: {cfg.group}",
+                     description="Training runs (job type train) and test scores with every translation "
+                                 "(job type evaluate) of one experiment, tagged by model, family and seed.",
+                     blocks=[wr.PanelGrid(runsets=[runs], panels=panels)])
