@@ -62,6 +62,19 @@ def test_the_budget_stops_after_the_step_that_spends_it():
     assert restored.spent == 4 * step  # a resumed run counts on from here
 
 
+def test_without_a_limit_the_ranks_are_summed_once_at_the_end():
+    model = make_tiny_model("lstm_additive").train()
+    cost, reduced = TrainingFlops(model), []
+    trainer = SimpleNamespace(should_stop=False, strategy=SimpleNamespace(
+        reduce=lambda tensor, reduce_op: reduced.append(int(tensor)) or tensor * 2))  # two ranks alike
+    counter, batch = FlopBudget(None, cost), {"src": torch.zeros(2, 5), "tgt_in": torch.zeros(2, 6)}
+    for i in range(3):
+        counter.on_train_batch_end(trainer, SimpleNamespace(device="cpu"), None, batch, i)
+    assert reduced == [] and counter.state_dict() == {"spent": 3 * cost(2, 5, 6)}
+    counter.on_train_end(trainer, SimpleNamespace(device="cpu"))
+    assert reduced == [3 * cost(2, 5, 6)] and counter.spent == 6 * cost(2, 5, 6) and not trainer.should_stop
+
+
 def test_budget_limits_map_each_kind():
     model = make_tiny_model("cnn")
     max_time, counter = budget_limits(BudgetConfig("time", 90), model)

@@ -65,25 +65,37 @@ class TrainingFlops:
 class FlopBudget(L.Callback):
     """Adds up the training FLOPs of every rank's batches; sets trainer.should_stop once limit is spent.
 
-    Every rank adds the same all-reduced total, so all stop after the same step. The total is saved
-    in checkpoints, so a resumed run goes on counting from where it stopped.
+    Under a limit every rank adds the same all-reduced total each step, so all stop after the same
+    step. Without one nothing is decided per step, so each rank counts its own batches and the ranks
+    are summed once, when training ends: no collective and no device sync on the hot path. The total
+    is saved in checkpoints, so a resumed run goes on counting from where it stopped.
     """
 
     def __init__(self, limit: float | None, cost: TrainingFlops):
-        self.limit, self.cost, self.spent = limit, cost, 0
+        self.limit, self.cost, self.spent, self.unshared = limit, cost, 0, 0
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         flops = self.cost(batch["src"].size(0), batch["src"].size(1), batch["tgt_in"].size(1))
-        total = trainer.strategy.reduce(torch.tensor(flops, dtype=torch.int64, device=pl_module.device), reduce_op="sum")
-        self.spent += int(total)
-        if self.limit is not None and self.spent >= self.limit:
+        if self.limit is None:
+            self.unshared += flops
+            return
+        self.spent += self._sum_over_ranks(trainer, pl_module, flops)
+        if self.spent >= self.limit:
             trainer.should_stop = True
 
+    def on_train_end(self, trainer, pl_module):
+        self.spent += self._sum_over_ranks(trainer, pl_module, self.unshared)
+        self.unshared = 0
+
+    @staticmethod
+    def _sum_over_ranks(trainer, pl_module, flops: int) -> int:
+        return int(trainer.strategy.reduce(torch.tensor(flops, dtype=torch.int64, device=pl_module.device), reduce_op="sum"))
+
     def state_dict(self) -> dict:
-        return {"spent": self.spent}
+        return {"spent": self.spent + self.unshared}
 
     def load_state_dict(self, state: dict) -> None:
-        self.spent = state["spent"]
+        self.spent, self.unshared = state["spent"], 0
 
 
 def budget_limits(budget: BudgetConfig, model: torch.nn.Module) -> tuple[timedelta | None, FlopBudget]:
