@@ -21,7 +21,7 @@ OUTPUTS = {  # (model, seed) -> translation of the test set
     ("rnn", 1): ["Katze.", "Ein Hund.", "Zwei Männer spielen.", "Ein Kind.", "Menschen gehen."],
     ("rnn", 2): ["Eine Katze.", "Hund rennt.", "Männer spielen Schach.", "Kind lacht.", "Menschen auf Straße."],
 }
-TRAIN = {"transformer": (9_512_448, 1199.6, 15321.4, 2.3456), "rnn": (3_320_576, 3725.2, 8000.5, 2.5)}
+TRAIN = {"transformer": (9_512_448, 1199.6, 15321.4, 2.3456, 30.125), "rnn": (3_320_576, 3725.2, 8000.5, 2.5, None)}
 CFG = CompareConfig(baseline="rnn", bootstrap_resamples=100, bootstrap_seed=5, length_buckets=[4, 8], examples=[1, 3])
 
 
@@ -30,10 +30,10 @@ def write_run(root, name, seed, hypotheses):
     text = "".join(h + "\n" for h in hypotheses)
     (root / "results" / name / f"seed{seed}").mkdir(parents=True)
     (root / "results" / name / f"seed{seed}" / f"{SPLIT}.txt").write_text(text)
-    params, seconds, tokens_per_s, val_loss = TRAIN[name]
+    params, seconds, tokens_per_s, val_loss, val_bleu = TRAIN[name]
     train = {"params": params, "train_seconds": seconds + seed, "train_tokens_per_s": tokens_per_s,
-             "best_val_loss": val_loss + seed / 100, "best_val_ppl": 2.0, "steps": 1200, "epochs": 10,
-             "target_tokens": 10_000}
+             "best_val_loss": val_loss + seed / 100, "best_val_bleu": val_bleu and val_bleu + seed,
+             "best_val_ppl": 2.0, "steps": 1200, "epochs": 10, "target_tokens": 10_000}
     evals = {SPLIT: {**score(hypotheses, REFERENCES), "sentences": 5, "decode_seconds": 0.5, "sentences_per_s": 10.0,
                      "beam": 5, "hypotheses_sha256": hashlib.sha256(text.encode()).hexdigest()}}
     (root / "metrics" / name / f"seed{seed}").mkdir(parents=True)
@@ -66,6 +66,9 @@ def test_scores_are_mean_and_sd_over_seeds(root):
     assert transformer["params"] == 9_512_448
     assert transformer["train_seconds"] == {"mean": 1201.1, "sd": round(statistics.stdev([1200.6, 1201.6]), 4),
                                             "per_seed": {"1": 1200.6, "2": 1201.6}}
+    assert transformer["best_val_bleu"] == {"mean": 31.625, "sd": round(statistics.stdev([31.125, 32.125]), 4),
+                                            "per_seed": {"1": 31.125, "2": 32.125}}
+    assert result["models"]["rnn"]["best_val_bleu"] is None  # trained without validation BLEU
     assert result["signatures"]["bleu"] == [score(REFERENCES, REFERENCES)["bleu_signature"]]
     assert result["signatures"]["paired_bootstrap"] == [
         "nrefs:1|bs:100|seed:5|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"]
@@ -75,11 +78,13 @@ def test_scores_are_mean_and_sd_over_seeds(root):
 def test_comparison_markdown_table(root):
     result = run_compare(root, [1])
     lines = (root / "results" / "comparison.md").read_text().splitlines()
-    assert lines[0] == ("| Model | Parameters | Training time | Train tokens/s | Best val loss | test_2016_flickr BLEU "
-                        "| test_2016_flickr 95% CI | test_2016_flickr BLEU lc | test_2016_flickr chrF | test_2016_flickr TER |")
-    assert lines[1] == "|:---|" + "---:|" * 9
+    assert lines[0] == ("| Model | Parameters | Training time | Train tokens/s | Best val loss | Best val BLEU "
+                        "| test_2016_flickr BLEU | test_2016_flickr 95% CI | test_2016_flickr BLEU lc | test_2016_flickr chrF "
+                        "| test_2016_flickr TER |")
+    assert lines[1] == "|:---|" + "---:|" * 10
+    assert lines[2].startswith("| transformer | 9,512,448 | 0:20:01 | 15,321 | 2.356 | 31.12 | ")
     rnn, test = score(OUTPUTS["rnn", 1], REFERENCES), result["models"]["rnn"][SPLIT]["bootstrap"]
-    assert lines[3] == (f"| rnn (baseline) | 3,320,576 | 1:02:06 | 8,000 | 2.510 | {rnn['bleu']:.2f} "
+    assert lines[3] == (f"| rnn (baseline) | 3,320,576 | 1:02:06 | 8,000 | 2.510 | - | {rnn['bleu']:.2f} "
                         f"| [{test['mean'] - test['ci']:.2f}, {test['mean'] + test['ci']:.2f}] | {rnn['bleu_lc']:.2f} "
                         f"| {rnn['chrf']:.2f} | {rnn['ter']:.2f} |")
     assert lines[5] == "One seed (1)."
@@ -113,7 +118,7 @@ def test_significance_is_marked_in_the_table(root):
     assert test["significant"] is True  # the reference itself against a poor baseline
     row = next(line for line in (root / "results" / "comparison.md").read_text().splitlines()
                if line.startswith("| transformer |"))
-    bleu_cell, ci_cell = row.split(" | ")[5:7]
+    bleu_cell, ci_cell = row.split(" | ")[6:8]
     assert bleu_cell == "100.00*"
     assert ci_cell == f"[{test['mean'] - test['ci']:.2f}, {test['mean'] + test['ci']:.2f}]"
     assert "| rnn (baseline) |" in (root / "results" / "comparison.md").read_text()

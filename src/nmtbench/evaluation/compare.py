@@ -19,7 +19,8 @@ from nmtbench.evaluation.scoring import SCORES, bleu
 from nmtbench.evaluation.significance import paired_bootstrap
 from nmtbench.files import write_json, write_text
 
-TRAIN_KEYS = ("params", "train_seconds", "train_tokens_per_s", "best_val_loss", "steps", "target_tokens")
+TRAIN_KEYS = ("params", "train_seconds", "train_tokens_per_s", "best_val_loss", "best_val_bleu", "steps",
+              "target_tokens")
 EVAL_KEYS = (*SCORES, *(f"{key}_signature" for key in SCORES), "sentences_per_s", "hypotheses_sha256")
 SIGNIFICANCE_LEVEL = 0.05  # a p-value below this marks a difference to the baseline (95% confidence)
 
@@ -86,8 +87,13 @@ def bucket_of(length: int, bounds: list[int]) -> int:
     return bisect.bisect_left(bounds, length)
 
 
-def _spread(values: list[float], seeds: list[int]) -> dict:
-    """Mean and sample standard deviation over seeds (None for one seed), and every seed's value."""
+def _spread(values: list[float | None], seeds: list[int]) -> dict | None:
+    """Mean and sample standard deviation over seeds (None for one seed), and every seed's value.
+
+    None when a run has no value (validation BLEU switched off by train.val_bleu_sentences: 0).
+    """
+    if None in values:
+        return None
     return {"mean": round(statistics.mean(values), 4),
             "sd": round(statistics.stdev(values), 4) if len(values) > 1 else None,
             "per_seed": {str(seed): value for seed, value in zip(seeds, values)}}
@@ -168,13 +174,13 @@ def _common_splits(evals: dict[tuple[str, int], dict], metrics_dir: Path) -> lis
 def markdown(comparison: dict) -> str:
     """The comparison as Markdown: the main table, BLEU by source length, example translations, signatures."""
     splits, seeds, baseline, models = (comparison[key] for key in ("splits", "seeds", "baseline", "models"))
-    header = ["Model", "Parameters", "Training time", "Train tokens/s", "Best val loss"]
+    header = ["Model", "Parameters", "Training time", "Train tokens/s", "Best val loss", "Best val BLEU"]
     header += [f"{split} {column}" for split in splits for column in ("BLEU", "95% CI", "BLEU lc", "chrF", "TER")]
     lines = _table_head(header)
     for name, row in models.items():
         cells = [f"{name} (baseline)" if name == baseline else name, f"{row['params']:,}",
                  _duration(row["train_seconds"]["mean"]), f"{row['train_tokens_per_s']['mean']:,.0f}",
-                 _cell(row["best_val_loss"], 3)]
+                 _cell(row["best_val_loss"], 3), _cell(row["best_val_bleu"])]
         for split in splits:
             scores, test = row[split], row[split]["bootstrap"]
             cells += [_cell(scores["bleu"]) + ("*" if test["significant"] else ""),
