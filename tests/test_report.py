@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 
+from nmtbench.evaluation.figures import run_styles
 from nmtbench.evaluation.report import markdown_html, report
 
 TABLE = """| Model | Parameters | test BLEU |
@@ -149,3 +150,12 @@ def test_every_plot_renders_in_headless_chromium(outputs, tmp_path):
     for anchor, size in rendered.items():
         width, height = map(int, size.split("x"))  # "broken" fails here, naming nothing else
         assert width > 100 and height > 100, anchor
+
+
+def test_every_run_of_a_large_grid_has_its_own_style():
+    labels = [f"model{i}" for i in range(24)]  # more runs than matplotlib's ten colours
+    styles = run_styles(labels)
+    assert len({tuple(style.values()) for style in styles.values()}) == 24
+    assert styles["model10"]["color"] == styles["model0"]["color"]  # the colour repeats, the line does not
+    assert styles["model10"]["linestyle"] != styles["model0"]["linestyle"]
+    assert run_styles(labels[:3]) == {label: styles[label] for label in labels[:3]}

@@ -7,6 +7,19 @@ from __future__ import annotations
 
 import io
 
+# matplotlib's default cycle repeats its colours after ten lines, so the eleventh run would look like
+# the first: a run's style is a colour of the cycle with a line style and marker per round of it.
+COLOURS = [f"C{i}" for i in range(10)]
+LINES, MARKERS = ["-", "--", ":", "-."], ["o", "s", "^", "D"]
+
+
+def run_styles(labels: list[str]) -> dict[str, dict]:
+    """A distinct {"color", "linestyle", "marker"} per label, by position: plots that list the runs in the
+    same order draw each run alike."""
+    return {label: {"color": COLOURS[i % len(COLOURS)], "linestyle": LINES[i // len(COLOURS) % len(LINES)],
+                    "marker": MARKERS[i // len(COLOURS) % len(MARKERS)]}
+            for i, label in enumerate(labels)}
+
 
 def _pyplot():
     import matplotlib
@@ -20,23 +33,29 @@ def _pyplot():
 def _png(fig) -> bytes:
     buffer = io.BytesIO()
     fig.tight_layout()
-    fig.savefig(buffer, format="png", dpi=90)
+    fig.savefig(buffer, format="png", dpi=90, bbox_inches="tight")  # "tight" keeps a legend beside the axes
     _pyplot().close(fig)
     return buffer.getvalue()
 
 
+def _legend_beside(axes) -> None:
+    """The legend to the right of the axes: a dozen runs would hide the points or lines it names."""
+    axes.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
+
+
 def frontier(points: list[dict], split: str) -> bytes:
-    """Quality against cost: BLEU against parameter count and against decoding speed, one labelled point per run.
+    """Quality against cost: BLEU against parameter count and against decoding speed, one point per run.
 
     points: [{"label", "params", "sentences_per_s", "bleu"}, ...]
     """
     fig, (size, speed) = _pyplot().subplots(1, 2, figsize=(10, 4))
+    styles = run_styles([point["label"] for point in points])
     for axes, key in ((size, "params"), (speed, "sentences_per_s")):
         for point in points:
-            axes.scatter(point[key], point["bleu"])
-            axes.annotate(point["label"], (point[key], point["bleu"]), fontsize=7, xytext=(3, 3),
-                          textcoords="offset points")
+            style = styles[point["label"]]
+            axes.scatter(point[key], point["bleu"], color=style["color"], marker=style["marker"], label=point["label"])
         axes.set_xscale("log")
+    _legend_beside(speed)
     size.set(xlabel="parameters", ylabel=f"BLEU ({split})", title="BLEU against model size")
     speed.set(xlabel="sentences / s (decoding)", ylabel=f"BLEU ({split})", title="BLEU against decoding speed")
     return _png(fig)
@@ -48,24 +67,26 @@ def learning_curves(curves: dict[str, list[dict]]) -> bytes:
     curves: {label: [{"wall_seconds", "target_tokens", "val_bleu"}, ...]}
     """
     fig, (time_axes, tokens_axes) = _pyplot().subplots(1, 2, figsize=(10, 4))
+    styles = run_styles(list(curves))
     for label, rows in curves.items():
         bleu = [row["val_bleu"] for row in rows]
-        time_axes.plot([row["wall_seconds"] / 60 for row in rows], bleu, marker=".", label=label)
-        tokens_axes.plot([row["target_tokens"] for row in rows], bleu, marker=".", label=label)
+        time_axes.plot([row["wall_seconds"] / 60 for row in rows], bleu, label=label, markersize=4, **styles[label])
+        tokens_axes.plot([row["target_tokens"] for row in rows], bleu, label=label, markersize=4, **styles[label])
     time_axes.set(xlabel="training time (minutes)", ylabel="validation BLEU", title="BLEU against wall-clock time")
     tokens_axes.set(xlabel="target tokens seen", ylabel="validation BLEU", title="BLEU against tokens seen")
-    tokens_axes.legend(fontsize=7)
+    _legend_beside(tokens_axes)
     return _png(fig)
 
 
 def length_buckets(buckets: list[str], bleu: dict[str, list[float]], split: str) -> bytes:
     """BLEU per source-length bucket, one line per model: where attention-free encoders fall off."""
     fig, axes = _pyplot().subplots(figsize=(7, 4))
+    styles = run_styles(list(bleu))
     for label, scores in bleu.items():
-        axes.plot(range(len(buckets)), scores, marker="o", label=label)
+        axes.plot(range(len(buckets)), scores, label=label, **styles[label])
     axes.set_xticks(range(len(buckets)), buckets)
     axes.set(xlabel="source length (words)", ylabel="BLEU", title=f"BLEU by source length ({split})")
-    axes.legend(fontsize=7)
+    _legend_beside(axes)
     return _png(fig)
 
 
