@@ -193,3 +193,15 @@ def test_runs_scored_on_different_splits(root):
     path.write_text(json.dumps({"test_2017_flickr": json.loads(path.read_text())[SPLIT]}))
     with pytest.raises(ValueError, match=r"re-run `dvc repro evaluate@rnn-1`"):
         run_compare(root, [1])
+
+
+def test_runs_trained_before_validation_bleu_existed_still_compare(root):
+    path = root / "metrics" / "transformer" / "seed1" / "train.json"
+    train = json.loads(path.read_text())
+    del train["best_val_bleu"]
+    path.write_text(json.dumps(train))
+    result = run_compare(root, [1])
+    assert result["models"]["transformer"]["best_val_bleu"] is None
+    row = next(line for line in (root / "results" / "comparison.md").read_text().splitlines()
+               if line.startswith("| transformer |"))
+    assert row.split(" | ")[5] == "-"

@@ -19,8 +19,9 @@ from nmtbench.evaluation.scoring import SCORES, bleu
 from nmtbench.evaluation.significance import paired_bootstrap
 from nmtbench.files import write_json, write_text
 
-TRAIN_KEYS = ("params", "train_seconds", "train_tokens_per_s", "best_val_loss", "best_val_bleu", "steps",
-              "target_tokens")
+TRAIN_KEYS = ("params", "train_seconds", "train_tokens_per_s", "best_val_loss", "steps", "target_tokens")
+# Absent from runs trained before validation BLEU existed, null when it was switched off: a dash in the table.
+OPTIONAL_TRAIN_KEYS = ("best_val_bleu",)
 EVAL_KEYS = (*SCORES, *(f"{key}_signature" for key in SCORES), "sentences_per_s", "hypotheses_sha256")
 SIGNIFICANCE_LEVEL = 0.05  # a p-value below this marks a difference to the baseline (95% confidence)
 
@@ -43,7 +44,8 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
     buckets = bucket_labels(cfg.length_buckets)
 
     models = {name: {"params": train[name, seeds[0]]["params"],
-                     **{key: _spread([train[name, seed][key] for seed in seeds], seeds) for key in TRAIN_KEYS[1:]}}
+                     **{key: _spread([train[name, seed].get(key) for seed in seeds], seeds)
+                        for key in (*TRAIN_KEYS[1:], *OPTIONAL_TRAIN_KEYS)}}
               for name in model_names}
     examples, bootstrap_signatures = {}, set()
     for split in splits:
@@ -90,7 +92,7 @@ def bucket_of(length: int, bounds: list[int]) -> int:
 def _spread(values: list[float | None], seeds: list[int]) -> dict | None:
     """Mean and sample standard deviation over seeds (None for one seed), and every seed's value.
 
-    None when a run has no value (validation BLEU switched off by train.val_bleu_sentences: 0).
+    None when a run has no value (an optional train key: see OPTIONAL_TRAIN_KEYS).
     """
     if None in values:
         return None
