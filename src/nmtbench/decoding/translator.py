@@ -34,17 +34,32 @@ class Translator:
     @classmethod
     def from_model_dir(cls, model_dir: Path, cfg: DecodeConfig) -> "Translator":
         """A trained model folder (best.ckpt beside the tokenizer it was trained with)."""
-        from nmtbench.training.train import load_model
+        from nmtbench.training.train import CheckpointError, load_model
 
+        model_dir = Path(model_dir)
+        example = "a trained model folder such as models/transformer/seed42"
+        if not model_dir.is_dir():
+            found = "is a file, not a model folder" if model_dir.exists() else "does not exist"
+            raise CheckpointError(f"{model_dir} {found}; pass {example} (train one with dvc repro train@<name>-<seed>)")
+        if not (model_dir / "spm.model").is_file():
+            raise CheckpointError(f"{model_dir} has no spm.model; pass {example}, which holds best.ckpt, spm.model "
+                                  "and vocab.json once its training has finished")
         tokenizer = Tokenizer(model_dir)
-        return cls(load_model(Path(model_dir) / "best.ckpt", tokenizer), tokenizer, cfg)
+        return cls(load_model(model_dir / "best.ckpt", tokenizer), tokenizer, cfg)
 
     def translate_ids(self, sources: list[list[int]], nbest: int = 1, max_tokens: int | None = None,
                       progress=None) -> list[list[Hypothesis]]:
-        """Beam search over every source, in length-sorted batches; results in input order."""
-        cfg, results = self.cfg, [[] for _ in sources]
+        """Beam search over every source, in length-sorted batches; results in input order.
+
+        An empty source (a blank input line) translates to the empty output, for every model: nothing
+        to attend to would give NaN scores in attention and an error in a packed RNN.
+        """
+        cfg = self.cfg
+        results = [[] if s else [Hypothesis([], 0.0, 0.0, True)] for s in sources]
         device = next(self.model.parameters()).device  # a GPU during training's validation BLEU
-        for rows in length_sorted_batches([len(s) for s in sources], cfg.batch_size, max_tokens):
+        nonempty = [i for i, s in enumerate(sources) if s]
+        for batch in length_sorted_batches([len(sources[i]) for i in nonempty], cfg.batch_size, max_tokens):
+            rows = [nonempty[j] for j in batch]
             src = pad([sources[i] for i in rows]).to(device)  # (B, S)
             mask = src != PAD
             found = beam_search(self.model, src, mask, BOS, EOS, max_lengths(mask, cfg.max_len_a, cfg.max_len_b),
@@ -54,10 +69,18 @@ class Translator:
                 results[i] = hyps
             if progress is not None:
                 progress.update(len(rows))
+        if progress is not None:
+            progress.update(len(sources) - len(nonempty))
         return results
 
     def translate(self, sentences: list[str], nbest: int = 1, max_tokens: int | None = None,
                   progress=None) -> list[list[tuple[str, float]]]:
         """Detokenized nbest translations with their scores, per input sentence."""
         found = self.translate_ids([self.tokenizer.encode(s) for s in sentences], nbest, max_tokens, progress)
-        return [[(self.tokenizer.decode(h.tokens), h.score) for h in hyps] for hyps in found]
+        return [[(one_line(self.tokenizer.decode(h.tokens)), h.score) for h in hyps] for hyps in found]
+
+
+def one_line(text: str) -> str:
+    """A translation as one line of output: a model can emit a line break (byte fallback), which
+    would shift every later line. What is written is what is scored."""
+    return text.replace("\r", " ").replace("\n", " ")

@@ -15,9 +15,9 @@ import torch
 from nmtbench.config import ConfigError, Params, run_dir
 from nmtbench.data.tokenizer import BOS, EOS, PAD, Tokenizer, load_tokenized
 from nmtbench.decoding.search import greedy, max_lengths
-from nmtbench.decoding.translator import Translator
+from nmtbench.decoding.translator import Translator, one_line
 from nmtbench.evaluation.scoring import score
-from nmtbench.files import write_json, write_text
+from nmtbench.files import atomic_dir, write_json, write_text
 from nmtbench.models.interface import Seq2Seq
 from nmtbench.tracking import finish_run, log_tables, make_wandb_logger, run_tags
 from nmtbench.training.train import load_model
@@ -39,29 +39,34 @@ def evaluate(params: Params, name: str, seed: int | None = None, tokenized_dir: 
     translator = Translator(model, tokenizer, params.evaluate)
     dataset = load_tokenized(tokenized_dir)
     attention = attention_example(model, tokenizer, dataset, params)  # a bad report block fails before any work
-    metrics, translations = {}, {}
+    # before decoding: W&B online without an account fails here, not after the work
+    logger = make_wandb_logger(params.wandb, f"{name}-seed{seed}", Path("."),
+                               {"model": name, "seed": seed, **block, **dataclasses.asdict(params.evaluate),
+                                "params": model.num_parameters()},
+                               run_tags(name, block, seed), job_type="evaluate")
+    metrics, translations, texts = {}, {}, {}
     for split in params.data.eval_splits:
         started = time.perf_counter()
         found = translator.translate_ids(dataset[split]["src_ids"])
         seconds = time.perf_counter() - started
         hypotheses = [one_line(tokenizer.decode(hyps[0].tokens)) for hyps in found]
-        text = "".join(h + "\n" for h in hypotheses)
-        write_text(out_dir / f"{split}.txt", text)
+        texts[split] = "".join(h + "\n" for h in hypotheses)
         metrics[split] = {**score(hypotheses, dataset[split]["tgt"]), "sentences": len(hypotheses),
                           # compare reads the translation and checks it is this one; through this hash,
                           # DVC sees a changed translation in the metrics compare depends on
-                          "hypotheses_sha256": hashlib.sha256(text.encode()).hexdigest(),
+                          "hypotheses_sha256": hashlib.sha256(texts[split].encode()).hexdigest(),
                           "decode_seconds": round(seconds, 2),
                           "sentences_per_s": round(len(hypotheses) / seconds, 1),
                           "beam": params.evaluate.beam}
         translations[f"translations/{split}"] = (TRANSLATION_COLUMNS, [
             [i, *row] for i, row in enumerate(zip(dataset[split]["src"], dataset[split]["tgt"], hypotheses))])
-    write_json(metrics_path, metrics)
+    # one unit: nothing is written until every split is decoded, the translations replace the old
+    # folder at once, and eval.json, whose hashes compare checks them against, comes last
+    with atomic_dir(out_dir) as tmp:
+        for split, text in texts.items():
+            write_text(tmp / f"{split}.txt", text)
     write_json(metrics_path.parent / "attention.json", attention)
-    logger = make_wandb_logger(params.wandb, f"{name}-seed{seed}", Path("."),
-                               {"model": name, "seed": seed, **block, **dataclasses.asdict(params.evaluate),
-                                "params": model.num_parameters()},
-                               run_tags(name, block, seed), job_type="evaluate")
+    write_json(metrics_path, metrics)
     if logger:
         log_tables(logger, translations)
         finish_run(logger, {f"{split}/{key}": value for split, scores in metrics.items() for key, value in scores.items()})
@@ -94,9 +99,3 @@ def attention_example(model: Seq2Seq, tokenizer: Tokenizer, dataset, params: Par
         # a decoder-only model also attends to its own output: keep the weights on the source
         "weights": [[round(float(w), 4) for w in row[: len(source)]] for row in attention[0]] or None,
     }
-
-
-def one_line(text: str) -> str:
-    """A translation as one line of the output file: a model can emit a line break (byte fallback),
-    which would shift every later line. What is written is what is scored."""
-    return text.replace("\r", " ").replace("\n", " ")
