@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import shutil
@@ -11,11 +12,38 @@ from pathlib import Path
 from typing import Any
 
 
+def temp_prefix(final: Path) -> str:
+    """Prefix of a temporary name beside final, holding this process' id.
+
+    A process killed while writing leaves its temporary file or folder behind; the next writer of
+    final removes those whose process is gone, so leftovers never pile up beside the outputs.
+    """
+    prefix = f".{final.name}."
+    for leftover in final.parent.glob(glob.escape(prefix) + "*"):
+        pid = leftover.name[len(prefix):].split(".")[0]
+        if pid.isdigit() and not running(int(pid)):
+            if leftover.is_dir():
+                shutil.rmtree(leftover, ignore_errors=True)
+            else:
+                leftover.unlink(missing_ok=True)
+    return f"{prefix}{os.getpid()}."
+
+
+def running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0 checks that the process exists and sends nothing
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, under another user
+        return True
+    return True
+
+
 def write_bytes(path: Path, data: bytes) -> None:
     """Write data so that readers (DVC, the next stage, a resumed run) see the old file or the new one, never half."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(path), suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -43,7 +71,7 @@ def atomic_dir(final: Path) -> Iterator[Path]:
     """
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(final), dir=final.parent))
     tmp.chmod(0o755)  # mkdtemp makes it private; the output is not
     try:
         yield tmp
