@@ -6,11 +6,12 @@ naming the problem and the fix; set NMTBENCH_DEBUG=1 for the full traceback.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from pathlib import Path
 
-from nmtbench.config import DecodeConfig, load_params
+from nmtbench.config import ConfigError, DecodeConfig, load_params
 
 
 def _prepare(args):
@@ -85,18 +86,54 @@ def _translate(args):
 
     from nmtbench.decoding.translator import Translator
 
+    for option, value, smallest in (("--beam", args.beam, 1), ("--nbest", args.nbest, 1),
+                                    ("--batch-tokens", args.batch_tokens, 1), ("--alpha", args.alpha, 0)):
+        if value is not None and value < smallest:
+            raise ConfigError(f"{option}: must be at least {smallest}, got {value}")
     overrides = {key: value for key, value in (("beam", args.beam), ("alpha", args.alpha)) if value is not None}
     defaults = load_params(args.params).evaluate if Path(args.params).is_file() else DecodeConfig()
     cfg = dataclasses.replace(defaults, **overrides)
+    if args.nbest > cfg.beam:
+        raise ConfigError(f"--nbest: {args.nbest} is more than the beam size {cfg.beam}; raise --beam to at least "
+                          f"{args.nbest}")
     translator = Translator.from_model_dir(Path(args.model_dir), cfg)
-    from_file = args.input != "-"
-    with (open(args.input, encoding="utf-8") if from_file else sys.stdin) as source:
-        sentences = [line.rstrip("\n") for line in source]
-    with tqdm(total=len(sentences), unit="sent", file=sys.stderr, disable=not from_file) as progress:
+    sentences = read_input(args.input)
+    with tqdm(total=len(sentences), unit="sent", file=sys.stderr, disable=args.input == "-") as progress:
         found = translator.translate(sentences, args.nbest, args.batch_tokens, progress)
     for i, hyps in enumerate(found):
         for text, score in hyps:
             print(text if args.nbest == 1 else f"{i} ||| {text} ||| {score:.4f}")
+
+
+def read_input(name: str) -> list[str]:
+    """The lines of a UTF-8 text file, or of standard input for "-", refusing anything else in one line."""
+    if name == "-":
+        label, raw = "standard input", sys.stdin.buffer.read()
+    else:
+        path = Path(name)
+        if path.is_dir():
+            raise ConfigError(f"{path} is a folder; pass a text file with one sentence per line, or - for standard input")
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such input file; pass a text file with one sentence per line")
+        label, raw = str(path), path.read_bytes()
+    lines = raw.split(b"\n")
+    if lines[-1] == b"":  # the newline that ends the last line starts no new one
+        lines.pop()
+    for number, line in enumerate(lines, start=1):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{label}, line {number}: not UTF-8 text ({e.reason} at byte {e.start}); convert the "
+                              "input to UTF-8, e.g. iconv -f latin1 -t utf-8") from None
+        if b"\0" in line:
+            raise ConfigError(f"{label}, line {number}: holds a NUL byte, so it is binary, not text; "
+                              "pass a text file with one sentence per line")
+    return [line.decode("utf-8").removesuffix("\r") for line in lines]
+
+
+def _check(args):
+    params = load_params(args.params)
+    print(f"{args.params}: valid ({len(params.models)} models x {len(params.seeds)} seeds)")
 
 
 def _workspace(args):
@@ -109,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nmtbench", description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
     commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("check", help="validate every block of the params file (make repro runs it before dvc repro, "
+                        "which deletes a stage's outputs before the stage can refuse bad params)").set_defaults(run=_check)
     commands.add_parser("prepare", help="read Multi30k (mirror or download), validate, filter, save").set_defaults(run=_prepare)
     commands.add_parser("tokenize", help="train the joint subword model and encode every split").set_defaults(run=_tokenize)
     for name, run, text in (("train", _train, "train one model variant"),
@@ -139,12 +178,27 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         args.run(args)
-    except (ValueError, FileNotFoundError) as error:
+    except (ValueError, OSError) as error:
         if os.environ.get("NMTBENCH_DEBUG"):
             raise
-        print(f"nmtbench {args.command}: error: {error}", file=sys.stderr)
+        problem = str(error) if isinstance(error, (ValueError, FileNotFoundError)) else system_problem(error)
+        print(f"nmtbench {args.command}: error: {problem}", file=sys.stderr)
         return 2
     return 0
+
+
+# what to do about the operating system refusing a read or a write
+SYSTEM_FIXES = {errno.ENOSPC: "free disk space", errno.EDQUOT: "free disk space (or raise the quota)",
+                errno.EACCES: "make it writable (chmod u+w) or run where you can write",
+                errno.EPERM: "make it writable (chmod u+w) or run where you can write",
+                errno.EROFS: "run on a writable file system"}
+
+
+def system_problem(error: OSError) -> str:
+    """One line for a refused read or write; the atomic writers leave every earlier output as it was."""
+    where = f"{error.filename}: " if error.filename else ""
+    fix = SYSTEM_FIXES.get(error.errno, "check the path and the disk")
+    return f"{where}{error.strerror or error}; {fix}, then rerun (outputs written before are unchanged)"
 
 
 if __name__ == "__main__":

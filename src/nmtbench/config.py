@@ -33,6 +33,9 @@ def positive(where: str, value: float, allow_zero: bool = False) -> float:
 
 def from_dict(cls: type, values: dict | None, where: str):
     """Build dataclass cls from a params block, refusing unknown keys and wrongly typed values."""
+    if values is not None and not isinstance(values, dict):
+        raise ConfigError(f"{where}: expected a block of `key: value` lines, got {values!r}; "
+                          f"indent its keys under `{where.rsplit('.', 1)[-1]}:`")
     values = dict(values or {})
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - set(fields))
@@ -63,6 +66,8 @@ class DataConfig:
 
     def __post_init__(self):
         choice("data.src_lang", self.src_lang, LANGUAGES)
+        if not self.eval_splits:
+            raise ConfigError("data.eval_splits: empty; list at least one test set to evaluate, e.g. [test_2016_flickr]")
         choice("data.tgt_lang", self.tgt_lang, [lang for lang in LANGUAGES if lang != self.src_lang])
         for split in self.eval_splits:
             choice("data.eval_splits", split, SPLITS[1:])
@@ -141,6 +146,8 @@ class TrainConfig:
         positive("train.average_last", self.average_last, allow_zero=True)
         positive("train.batch_tokens", self.batch_tokens)
         positive("train.max_epochs", self.max_epochs)
+        if self.max_steps != -1 and self.max_steps <= 0:
+            raise ConfigError(f"train.max_steps: must be > 0, or -1 for no step limit; got {self.max_steps}")
         positive("train.lr", self.lr)
         positive("train.warmup_steps", self.warmup_steps, allow_zero=True)
         positive("train.gradient_clip_val", self.gradient_clip_val, allow_zero=True)
@@ -337,6 +344,8 @@ class Params:
 
 
 def parse_params(raw: dict) -> Params:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"params: expected blocks such as `train:` and `models:`, got {type(raw).__name__} {raw!r:.60}")
     sections = {"data": DataConfig, "tokenize": TokenizeConfig, "train": TrainConfig,
                 "evaluate": DecodeConfig, "beam_sweep": BeamSweepConfig, "wandb": WandbConfig,
                 "compare": CompareConfig, "report": ReportConfig}
@@ -344,7 +353,7 @@ def parse_params(raw: dict) -> Params:
     if unknown:
         raise ConfigError(f"params: unknown block(s) {', '.join(unknown)}; valid blocks are "
                           f"{', '.join([*sections, 'models', 'seeds', 'analyze'])}")
-    if "seed" in (raw.get("train") or {}):
+    if isinstance(raw.get("train"), dict) and "seed" in raw["train"]:
         raise ConfigError("train.seed: replaced by the top-level list `seeds` (e.g. seeds: [42]); move it there")
     seeds = raw.get("seeds", [42])
     if (not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds)
@@ -375,9 +384,20 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such params file; run from the project root or pass --params")
-    with path.open() as f:
-        raw = yaml.safe_load(f) or {}
-    return parse_params(raw)
+    return parse_params(read_yaml(path) or {})
+
+
+def read_yaml(path: Path) -> Any:
+    """The YAML document in path; a syntax error becomes one line naming the file, line and column."""
+    try:
+        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ConfigError(f"{path}{where}: not valid YAML ({problem}); fix the syntax there") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start}); save it as UTF-8") from None
 
 
 def merge(base: dict, override: dict) -> dict:

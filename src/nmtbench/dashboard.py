@@ -29,6 +29,9 @@ def dashboard(cfg: WandbConfig, split: str) -> str:
         api = wandb.Api()
     except wandb.errors.UsageError:  # raised when no API key is configured; no network is touched
         raise DashboardError(NEEDS_KEY) from None
+    except (wandb.errors.AuthenticationError, wandb.errors.CommError) as error:  # a wrong key, or no network
+        raise DashboardError(f"W&B refused the API key or could not be reached ({type(error).__name__}); "
+                             f"{NEEDS_KEY}") from None
     try:
         import wandb_workspaces.reports.v2 as wr
     except ImportError:

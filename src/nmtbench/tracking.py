@@ -24,6 +24,28 @@ _BLOCK_SIZE = 32 * 1024
 _FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
 
 
+class TrackingError(ValueError):
+    """W&B online without a usable account; the message says how to log in or stay offline."""
+
+
+ONLINE_FIX = ("run `wandb login` (or set WANDB_API_KEY) on a machine with network, or log offline: wandb.mode: "
+              "offline in params.yaml, or WANDB_MODE=offline for one command")
+
+
+def require_wandb_login() -> None:
+    """Check the API key before an online run starts: without one, wandb.init fails only after its
+    90-second timeout, with a traceback; this fails in seconds, in one line."""
+    import wandb
+
+    try:
+        if wandb.login(prompt=False, verify=True):
+            return
+        problem = "no W&B API key is set"
+    except (wandb.errors.AuthenticationError, wandb.errors.CommError) as error:
+        problem = f"W&B refused the API key or could not be reached ({type(error).__name__})"
+    raise TrackingError(f"W&B online: {problem}; {ONLINE_FIX}")
+
+
 def run_tags(name: str, block: dict, seed: int) -> list[str]:
     """Tags of every run of one model (training and evaluation), so a dashboard can filter and group by them."""
     return [name, block["family"], f"seed{seed}"]
@@ -44,6 +66,8 @@ def make_wandb_logger(cfg: WandbConfig, name: str, save_dir: Path, config: dict,
     mode = os.environ.get("WANDB_MODE") or cfg.mode
     if mode == "disabled":
         return None
+    if mode == "online":
+        require_wandb_login()
     from lightning.pytorch.loggers import WandbLogger
 
     save_dir = Path(save_dir)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from nmtbench.config import merge, parse_params
+from nmtbench.config import ConfigError, merge, parse_params, read_yaml
 
 
 def make_workspace(project: Path, target: Path, profile: Path) -> Path:
@@ -20,8 +20,11 @@ def make_workspace(project: Path, target: Path, profile: Path) -> Path:
     project, target = Path(project), Path(target)
     if not profile.is_file():
         raise FileNotFoundError(f"{profile}: no such profile; see the profiles/ folder")
-    base = yaml.safe_load((project / "params.yaml").read_text())
-    overrides = yaml.safe_load(profile.read_text()) or {}
+    base = read_yaml(project / "params.yaml")
+    overrides = read_yaml(profile) or {}
+    if not isinstance(overrides, dict):
+        raise ConfigError(f"{profile}: expected params blocks to override, such as `train:`, got a "
+                          f"{type(overrides).__name__}; see profiles/smoke.yaml")
     merged = merge(base, overrides)
     parse_params(merged)  # a bad override fails here, before any stage runs
     target.mkdir(parents=True, exist_ok=True)

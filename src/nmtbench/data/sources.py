@@ -64,6 +64,9 @@ def fetch_split(split: str, lang: str, mirror: Path | None, cache_dir: Path,
                         "choose another split or language pair in params.yaml")
     expected = checksums[name]
     if mirror is not None:
+        if not Path(mirror).is_dir():
+            raise DataError(f"the mirror folder {mirror} does not exist; {MIRROR_FIX}, or unset {MIRROR_ENV} "
+                            "to download from upstream")
         path = Path(mirror) / name
         if not path.is_file():
             raise DataError(f"missing file {name} in mirror {mirror}; {MIRROR_FIX}")

@@ -14,13 +14,13 @@ import torch
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from lightning.pytorch.utilities import rank_zero_only
 
-from nmtbench.config import Params, run_dir
+from nmtbench.config import ConfigError, Params, run_dir
 from nmtbench.data.batching import TranslationData
 from nmtbench.data.tokenizer import PAD, Tokenizer, load_tokenized
 from nmtbench.models.registry import model_config
 from nmtbench.files import write_json
 from nmtbench.tracking import finish_run, make_wandb_logger, run_tags
-from nmtbench.training.budget import budget_limits
+from nmtbench.training.budget import ValidateLastStep, budget_limits
 from nmtbench.training.checkpoints import AtomicCheckpointIO, average_state_dicts, resumable_checkpoint
 from nmtbench.training.curves import LearningCurve, ValidationBleu
 from nmtbench.training.module import TranslationModule
@@ -42,6 +42,9 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
     model_dir = model_dir or Path("models") / run_dir(name, seed)
     metrics_path = metrics_path or Path("metrics") / run_dir(name, seed) / "train.json"
     cfg = params.train
+    if cfg.accelerator == "gpu" and not torch.cuda.is_available():
+        raise ConfigError("train.accelerator: gpu, but torch finds no CUDA GPU on this machine; set "
+                          "train.accelerator: cpu (or auto), or run where a GPU and a CUDA build of torch are")
     vocab = read_vocab(tokenized_dir)
     L.seed_everything(seed, workers=True, verbose=False)
     if cfg.num_threads:
@@ -61,7 +64,7 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
                                 "params": module.model.num_parameters()},
                                run_tags(name, block, seed))
     curve = LearningCurve(metrics_path.parent / "learning_curve.csv")
-    callbacks = [checkpoint, curve, flop_budget]
+    callbacks = [checkpoint, curve, flop_budget, ValidateLastStep()]
     if cfg.checkpoint_every_steps:
         callbacks.append(ModelCheckpoint(dirpath=unfinished, filename="last", every_n_train_steps=cfg.checkpoint_every_steps,
                                          enable_version_counter=False))
