@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from nmtbench.models.registry import build_model
 
@@ -69,17 +70,72 @@ def tiny_files() -> dict[str, list[str]]:
     return files
 
 
+def write_mirror(folder: Path, files: dict[str, list[str] | bytes] | None = None) -> tuple[Path, dict[str, str]]:
+    """Write {file name: lines or raw bytes} gzipped into a new folder; returns (folder, checksums)."""
+    folder.mkdir()
+    checksums = {}
+    for file_name, content in (tiny_files() if files is None else files).items():
+        raw = content if isinstance(content, bytes) else "".join(f"{line}\n" for line in content).encode()
+        path = folder / file_name
+        path.write_bytes(gzip.compress(raw, mtime=0))
+        checksums[file_name] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return folder, checksums
+
+
 @pytest.fixture
 def make_data_mirror(tmp_path):
-    """Factory: write {file name: lines or raw bytes} gzipped into a folder; returns (folder, checksums)."""
+    """Factory: write_mirror into tmp_path / name."""
     def make(files: dict[str, list[str] | bytes] | None = None, name: str = "mirror") -> tuple[Path, dict[str, str]]:
-        folder = tmp_path / name
-        folder.mkdir()
-        checksums = {}
-        for file_name, content in (tiny_files() if files is None else files).items():
-            raw = content if isinstance(content, bytes) else "".join(f"{line}\n" for line in content).encode()
-            path = folder / file_name
-            path.write_bytes(gzip.compress(raw, mtime=0))
-            checksums[file_name] = hashlib.sha256(path.read_bytes()).hexdigest()
-        return folder, checksums
+        return write_mirror(tmp_path / name, files)
     return make
+
+
+# params of a scratch project on the tiny mirror: merged onto params.yaml, with these models only
+TINY_PARAMS = {
+    "data": {"max_length": 8},
+    "tokenize": {"vocab_size": 305},
+    "train": {"batch_tokens": 64, "max_epochs": 2, "warmup_steps": 2, "budget": {"kind": "none"}},
+    "evaluate": {"beam": 2, "max_len_a": 1.0, "max_len_b": 2},
+    "beam_sweep": {"model": "tiny", "seed": 42, "beams": [1, 2], "alphas": [1.0]},
+    "compare": {"baseline": "tiny", "bootstrap_resamples": 10, "examples": [0]},
+    "wandb": {"group": "unit"},
+    "models": {"tiny": {"family": "transformer", "d_model": 16, "heads": 2, "layers": 1, "d_ff": 32}},
+}
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write_tiny_project(folder: Path, mirror: Path, checksums: dict[str, str], models: dict | None = None) -> dict:
+    """params.yaml, data/prepared and data/tokenized of the tiny mirror in folder (the current folder
+    for the stages); returns the raw params."""
+    from nmtbench.config import DataConfig, TokenizeConfig, merge
+    from nmtbench.data.prepare import prepare
+    from nmtbench.data.tokenizer import tokenize
+
+    raw = merge(yaml.safe_load((ROOT / "params.yaml").read_text()), TINY_PARAMS)
+    raw["models"] = models or TINY_PARAMS["models"]
+    (folder / "params.yaml").write_text(yaml.safe_dump(raw))
+    prepare(DataConfig(max_length=8), mirror, folder / "data/prepared", folder / "data/stats.json",
+            folder / "data/raw", checksums)
+    tokenize(TokenizeConfig(vocab_size=305), folder / "data/prepared", folder / "data/tokenized")
+    return raw
+
+
+# the trained project: one Transformer and one attention LSTM, so each family's decoding is covered
+TRAINED_MODELS = {"tiny": TINY_PARAMS["models"]["tiny"],
+                  "tiny_rnn": {"family": "rnn", "cell": "lstm", "attention": "dot", "embed_dim": 12, "hidden_dim": 16}}
+
+
+@pytest.fixture(scope="session")
+def trained_project(tmp_path_factory) -> Path:
+    """A tiny project trained and evaluated once per session (W&B disabled); copy it before changing it."""
+    from nmtbench.cli import main
+
+    folder = tmp_path_factory.mktemp("trained")
+    mirror, checksums = write_mirror(folder.parent / f"{folder.name}-mirror")
+    write_tiny_project(folder, mirror, checksums, TRAINED_MODELS)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        patch.setenv("WANDB_MODE", "disabled")
+        for name in TRAINED_MODELS:
+            assert main(["train", name]) == 0 and main(["evaluate", name]) == 0
+    return folder

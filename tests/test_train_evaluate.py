@@ -15,7 +15,7 @@ import torch
 import yaml
 
 from nmtbench.cli import main
-from nmtbench.config import ConfigError, DataConfig, ReportConfig, TokenizeConfig, merge, parse_params
+from nmtbench.config import ConfigError, DataConfig, ReportConfig, TokenizeConfig, parse_params
 from nmtbench.data.batching import TokenBatchSampler, TranslationData
 from nmtbench.data.prepare import prepare
 from nmtbench.data.tokenizer import Tokenizer, load_tokenized, tokenize
@@ -27,19 +27,7 @@ from nmtbench.training.curves import CURVE_COLUMNS, GREEDY
 from nmtbench.training.module import TranslationModule
 from nmtbench.training.train import CheckpointError, load_model, train
 from nmtbench.tracking import read_offline_run, read_table
-from conftest import tiny_files
-
-TINY_PARAMS = {
-    "data": {"max_length": 8},
-    "tokenize": {"vocab_size": 305},
-    "train": {"batch_tokens": 64, "max_epochs": 2, "warmup_steps": 2, "budget": {"kind": "none"}},
-    "evaluate": {"beam": 2, "max_len_a": 1.0, "max_len_b": 2},
-    "beam_sweep": {"model": "tiny", "seed": 42, "beams": [1, 2], "alphas": [1.0]},
-    "compare": {"baseline": "tiny", "bootstrap_resamples": 10, "examples": [0]},
-    "wandb": {"group": "unit"},
-    "models": {"tiny": {"family": "transformer", "d_model": 16, "heads": 2, "layers": 1, "d_ff": 32}},
-}
-
+from conftest import tiny_files, write_tiny_project
 
 @pytest.fixture
 def project(tmp_path, monkeypatch, make_data_mirror):
@@ -47,14 +35,7 @@ def project(tmp_path, monkeypatch, make_data_mirror):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("WANDB_SILENT", "true")
     mirror, checksums = make_data_mirror()
-    with open(Path(__file__).parents[1] / "params.yaml") as f:
-        raw = merge(yaml.safe_load(f), TINY_PARAMS)
-    raw["models"] = TINY_PARAMS["models"]
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
-    params = parse_params(raw)
-    prepare(DataConfig(max_length=8), mirror, checksums=checksums)
-    tokenize(TokenizeConfig(vocab_size=305))
-    return params
+    return parse_params(write_tiny_project(tmp_path, mirror, checksums))
 
 
 def test_train_writes_checkpoint_metrics_and_an_offline_wandb_run(project):
@@ -206,7 +187,7 @@ def test_translate_reads_a_file_or_standard_input(project, tmp_path):
     assert [line.split(" ||| ")[0] for line in nbest] == ["0", "0"]
     missing = subprocess.run([*command[:-1], "models/absent"], capture_output=True, text=True)
     assert missing.returncode == 2
-    assert missing.stderr.strip().startswith("nmtbench translate: error: no sentencepiece model at models/absent")
+    assert missing.stderr.strip().startswith("nmtbench translate: error: models/absent does not exist")
 
 
 @pytest.mark.slow

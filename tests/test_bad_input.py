@@ -1,0 +1,285 @@
+"""Bad input through the command line, as a new user meets it: one line on stderr naming the problem
+and the fix, exit status 2, and every output written before left exactly as it was.
+
+Each test runs `nmtbench` in-process on a copy of one tiny project trained once per session
+(conftest.trained_project); the numbers in the names are those of the issue that listed the defects.
+"""
+import errno
+import hashlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from nmtbench.cli import main
+
+
+@pytest.fixture
+def project(trained_project, tmp_path, monkeypatch):
+    folder = tmp_path / "project"
+    shutil.copytree(trained_project, folder)
+    monkeypatch.chdir(folder)
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    return folder
+
+
+def outputs(folder: Path = Path(".")) -> dict[str, tuple[str, int]]:
+    """Every file under folder with its hash and modification time: a rewrite with equal bytes shows too."""
+    return {str(p.relative_to(folder)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+            for p in sorted(Path(folder).rglob("*")) if p.is_file()}
+
+
+def refused(capsys, *argv: str) -> str:
+    """Run nmtbench with argv; assert exit 2, no output, one line on stderr; return that line's message."""
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, ""), err
+    (line,) = err.splitlines()
+    command = argv[2] if argv[0] == "--params" else argv[0]
+    prefix = f"nmtbench {command}: error: "
+    assert line.startswith(prefix)
+    return line.removeprefix(prefix)
+
+
+def set_params(path="params.yaml", **blocks):
+    raw = yaml.safe_load(Path(path).read_text())
+    for block, values in blocks.items():
+        raw[block] = {**raw[block], **values} if isinstance(values, dict) and isinstance(raw.get(block), dict) else values
+    Path(path).write_text(yaml.safe_dump(raw))
+
+
+def stdin(monkeypatch, data: bytes):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+
+
+def translate(capsys, monkeypatch, data: bytes, *options: str, model="tiny") -> list[str]:
+    stdin(monkeypatch, data)
+    assert main(["translate", f"models/{model}/seed42", *options]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    return out.splitlines()
+
+
+# 1 (Transformer) and 3 (RNN)
+@pytest.mark.parametrize("model", ["tiny", "tiny_rnn"])
+def test_1_3_a_blank_line_gives_a_blank_line_in_its_place(project, capsys, monkeypatch, model):
+    alone = [translate(capsys, monkeypatch, line, model=model)[0] for line in (b"A dog runs.\n", b"A man sits.\n")]
+    assert translate(capsys, monkeypatch, b"A dog runs.\n\nA man sits.\n", model=model) == [alone[0], "", alone[1]]
+    nbest = translate(capsys, monkeypatch, b"A dog runs.\n\nA man sits.\n", "--nbest", "2", model=model)
+    assert [line.split(" ||| ")[0] for line in nbest] == ["0", "0", "1", "2", "2"]
+    assert nbest[2] == "1 |||  ||| 0.0000"
+
+
+def test_4_text_that_is_not_utf8_names_the_line_and_the_fix(project, capsys, monkeypatch):
+    before = outputs()
+    stdin(monkeypatch, b"A dog.\ncaf\xe9\n")
+    assert refused(capsys, "translate", "models/tiny_rnn/seed42") == (
+        "standard input, line 2: not UTF-8 text (unexpected end of data at byte 3); convert the input to "
+        "UTF-8, e.g. iconv -f latin1 -t utf-8")
+    Path("in.txt").write_bytes(b"\x00\x01\x02 binary\n")
+    assert refused(capsys, "translate", "models/tiny_rnn/seed42", "in.txt") == (
+        "in.txt, line 1: holds a NUL byte, so it is binary, not text; pass a text file with one sentence per line")
+    Path("in.txt").unlink()
+    assert outputs() == before
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the machine has a GPU")
+def test_5_a_gpu_accelerator_without_a_gpu(project, capsys):
+    set_params(train={"accelerator": "gpu"})
+    before = outputs()
+    assert refused(capsys, "train", "tiny").startswith("train.accelerator: gpu, but torch finds no CUDA GPU")
+    assert outputs() == before
+
+
+@pytest.fixture
+def no_wandb_account(tmp_path, monkeypatch):
+    for key in [k for k in os.environ if k.startswith("WANDB_")]:
+        monkeypatch.delenv(key)
+    for key, value in {"HOME": tmp_path, "WANDB_CONFIG_DIR": tmp_path, "NETRC": tmp_path / "netrc"}.items():
+        monkeypatch.setenv(key, str(value))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+
+
+@pytest.mark.parametrize("command", ["train", "evaluate"])
+def test_6_wandb_online_without_a_key(project, capsys, monkeypatch, no_wandb_account, command):
+    monkeypatch.setenv("WANDB_MODE", "online")
+    before = outputs()
+    assert refused(capsys, command, "tiny") == (
+        "W&B online: no W&B API key is set; run `wandb login` (or set WANDB_API_KEY) on a machine with network, "
+        "or log offline: wandb.mode: offline in params.yaml, or WANDB_MODE=offline for one command")
+    assert outputs() == before
+
+
+@pytest.mark.slow  # W&B's own login check takes about 10 seconds to give up, twice
+def test_6_wandb_online_with_a_wrong_key_or_no_network(project, capsys, monkeypatch, no_wandb_account):
+    monkeypatch.setenv("WANDB_API_KEY", "0" * 40)
+    set_params(wandb={"mode": "online"})
+    before = outputs()
+    assert refused(capsys, "train", "tiny").startswith("W&B online: W&B refused the API key or could not be "
+                                                       "reached (AuthenticationError); run `wandb login`")
+    assert refused(capsys, "dashboard").startswith("W&B refused the API key or could not be reached "
+                                                   "(AuthenticationError); needs a W&B account: run `wandb login`")
+    assert outputs() == before
+
+
+def test_7_a_yaml_syntax_error_names_the_file_line_and_column(project, capsys):
+    Path("params.yaml").write_text("train:\n  lr: [0.001\n  max_steps: 5\n")
+    Path("profile.yaml").write_text("train: {lr: 0.001\n")
+    before = outputs()
+    assert refused(capsys, "train", "tiny") == ("params.yaml, line 3, column 12: not valid YAML (expected ',' or "
+                                                "']', but got ':'); fix the syntax there")
+    assert refused(capsys, "--params", str(Path(__file__).parents[1] / "params.yaml"), "workspace", "ws", "--profile",
+                   "profile.yaml").startswith("profile.yaml, line 2, column 1: not valid YAML")
+    assert outputs() == before
+
+
+@pytest.mark.parametrize("code, message", [
+    (errno.EACCES, "Permission denied; make it writable (chmod u+w) or run where you can write"),
+    (errno.ENOSPC, "No space left on device; free disk space"),
+])
+def test_8_a_read_only_or_full_folder(project, capsys, monkeypatch, code, message):
+    """Tests run as root, whom permissions do not stop: the system's refusal is raised where the writers create files."""
+    def refuse(*args, dir=None, **kwargs):
+        raise OSError(code, os.strerror(code), str(dir))
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(tempfile, "mkdtemp", refuse)
+    before = outputs()
+    assert refused(capsys, "evaluate", "tiny") == (
+        f"results/tiny: {message}, then rerun (outputs written before are unchanged)")
+    assert outputs() == before
+
+
+@pytest.mark.parametrize("steps", [0, -5])
+def test_9_max_steps_must_be_positive_or_minus_one(project, capsys, steps):
+    set_params(train={"max_steps": steps})
+    before = outputs()
+    assert refused(capsys, "train", "tiny") == f"train.max_steps: must be > 0, or -1 for no step limit; got {steps}"
+    assert outputs() == before
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--nbest", "0"], "--nbest: must be at least 1, got 0"),
+    (["--nbest", "-2"], "--nbest: must be at least 1, got -2"),
+    (["--nbest", "3"], "--nbest: 3 is more than the beam size 2; raise --beam to at least 3"),
+    (["--beam", "0"], "--beam: must be at least 1, got 0"),  # "Also": it was reported as evaluate.beam
+    (["--batch-tokens", "0"], "--batch-tokens: must be at least 1, got 0"),
+    (["--alpha", "-1"], "--alpha: must be at least 0, got -1.0"),
+])
+def test_10_translate_options_out_of_range(project, capsys, monkeypatch, options, message):
+    stdin(monkeypatch, b"A dog runs.\n")
+    assert refused(capsys, "translate", "models/tiny/seed42", *options) == message
+
+
+def test_11_a_checkpoint_as_the_model_folder_and_a_folder_as_the_input(project, capsys):
+    before = outputs()
+    assert refused(capsys, "translate", "models/tiny/seed42/best.ckpt") == (
+        "models/tiny/seed42/best.ckpt is a file, not a model folder; pass a trained model folder such as "
+        "models/transformer/seed42 (train one with dvc repro train@<name>-<seed>)")
+    assert refused(capsys, "translate", "models/tiny/seed42", "data") == (
+        "data is a folder; pass a text file with one sentence per line, or - for standard input")
+    assert refused(capsys, "translate", "models/tiny/seed42", "absent.txt") == (
+        "absent.txt: no such input file; pass a text file with one sentence per line")
+    assert outputs() == before
+
+
+KILLED_WRITING = """
+import os, signal
+from pathlib import Path
+from nmtbench.files import atomic_dir
+with atomic_dir(Path("data/tokenized")) as tmp:
+    (tmp / "half").write_text("x")
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_12_a_killed_tokenize_leaves_nothing_behind_after_the_next_run(project, capsys):
+    # SIGKILL inside the atomic writer, as a kill during the stage would: its temp folder stays
+    killed = subprocess.run([sys.executable, "-c", KILLED_WRITING], check=False)
+    assert killed.returncode == -9
+    (leftover,) = Path("data").glob(".tokenized.*")
+    assert main(["tokenize"]) == 0
+    assert not leftover.exists() and [p.name for p in Path("data").iterdir() if p.name.startswith(".")] == []
+
+
+KILLED_DECODING = """
+import os, signal
+from nmtbench.cli import main
+from nmtbench.decoding.translator import Translator
+decode, calls = Translator.translate_ids, []
+def kill_at_the_second_split(self, *args, **kwargs):
+    calls.append(1)
+    if len(calls) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return decode(self, *args, **kwargs)
+Translator.translate_ids = kill_at_the_second_split
+main(["evaluate", "tiny"])
+"""
+
+
+def test_13_a_killed_evaluate_leaves_the_previous_outputs_whole(project, capsys):
+    set_params(evaluate={"beam": 1, "max_len_b": 6})  # the new translations would differ
+    before = outputs()
+    # SIGKILL after the first test set is decoded, before the second
+    killed = subprocess.run([sys.executable, "-c", KILLED_DECODING], check=False)
+    assert killed.returncode == -9
+    assert outputs() == before
+    assert main(["evaluate", "tiny"]) == 0 and main(["compare"]) == 0  # the next run replaces the whole unit
+
+
+def test_14_a_missing_model_folder_or_tokenizer_names_the_right_fix(project, capsys):
+    assert refused(capsys, "translate", "models/nosuch/seed42") == (
+        "models/nosuch/seed42 does not exist; pass a trained model folder such as models/transformer/seed42 "
+        "(train one with dvc repro train@<name>-<seed>)")
+    Path("models/tiny/seed42/spm.model").unlink()
+    assert refused(capsys, "translate", "models/tiny/seed42") == (
+        "models/tiny/seed42 has no spm.model; pass a trained model folder such as models/transformer/seed42, which "
+        "holds best.ckpt, spm.model and vocab.json once its training has finished")
+
+
+def test_15_blocks_of_the_wrong_shape(project, capsys):
+    set_params(train=5)
+    before = outputs()
+    assert refused(capsys, "train", "tiny") == "train: expected a block of `key: value` lines, got 5; indent its keys under `train:`"
+    Path("params.yaml").write_text("- train\n- models\n")
+    assert refused(capsys, "check") == "params: expected blocks such as `train:` and `models:`, got list ['train', 'models']"
+    Path("profile.yaml").write_text("- train: {lr: 0.1}\n")
+    assert refused(capsys, "--params", str(Path(__file__).parents[1] / "params.yaml"), "workspace", "ws", "--profile",
+                   "profile.yaml") == ("profile.yaml: expected params blocks to override, such as `train:`, got a "
+                                       "list; see profiles/smoke.yaml")
+    assert not Path("ws").exists()
+    Path("profile.yaml").unlink()
+    assert {k: v for k, v in outputs().items() if k != "params.yaml"} == {k: v for k, v in before.items() if k != "params.yaml"}
+
+
+def test_16_no_test_sets_to_evaluate(project, capsys):
+    set_params(data={"eval_splits": []})
+    before = outputs()
+    assert refused(capsys, "evaluate", "tiny") == (
+        "data.eval_splits: empty; list at least one test set to evaluate, e.g. [test_2016_flickr]")
+    assert outputs() == before
+
+
+def test_17_seeds_null_is_named_by_check_before_dvc_reads_it(project, capsys):
+    """DVC reads `seeds` to expand the grid before any stage runs, and names no key; `nmtbench check`,
+    which make repro runs before dvc repro, does."""
+    set_params(seeds=None)
+    assert refused(capsys, "check") == "seeds: expected a list of distinct integers, e.g. [42] or [1, 2, 3], got None"
+    set_params(seeds=[42])
+    assert main(["check"]) == 0
+    assert capsys.readouterr().out == "params.yaml: valid (2 models x 1 seeds)\n"
+
+
+def test_also_a_missing_mirror_folder_is_named_as_a_folder(project, capsys, monkeypatch):
+    monkeypatch.setenv("NMTBENCH_DATA_MIRROR", "no/such/mirror")
+    before = outputs()
+    assert refused(capsys, "prepare") == ("the mirror folder no/such/mirror does not exist; point NMTBENCH_DATA_MIRROR "
+                                          "at a folder holding the Multi30k raw files, or unset NMTBENCH_DATA_MIRROR "
+                                          "to download from upstream")
+    assert outputs() == before
