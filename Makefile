@@ -26,11 +26,12 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed ## create .venv and install the pinned dependencies from pyproject.toml
 
 repro: $(VENV)/.installed ## run the whole pipeline on the default params (dvc repro)
+	nmtbench check
 	dvc repro
 
 smoke: $(VENV)/.installed ## the whole pipeline on tiny settings in runs/smoke, leaving your outputs alone
 	nmtbench workspace $(SMOKE_DIR) --profile profiles/smoke.yaml
-	cd $(SMOKE_DIR) && dvc repro
+	cd $(SMOKE_DIR) && nmtbench check && dvc repro
 
 test: $(VENV)/.installed ## every test, the end-to-end smoke pipeline included
 	python -m pytest

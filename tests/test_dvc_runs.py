@@ -1,0 +1,92 @@
+"""Real `dvc repro` runs of the smoke profile cut to two models: a failed stage loses nothing, and two
+runs from scratch give the same scores."""
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+MIRROR = os.environ.get("NMTBENCH_DATA_MIRROR")
+MODELS = ("transformer", "lstm_attention_dot")  # the issue's reproduction: one of each family
+# what differs between two runs of the same params: how long things took
+TIMINGS = {"train_seconds", "train_tokens_per_s", "sentences_per_s"}
+
+
+def make_workspace(folder: Path):
+    """A smoke workspace with only MODELS, committed; returns run(*command, check=True)."""
+    if not MIRROR:
+        pytest.skip("set NMTBENCH_DATA_MIRROR to a Multi30k mirror folder (make test does when one is beside the checkout)")
+    env = {**os.environ, "WANDB_MODE": "disabled",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+    def run(*command, check=True):
+        return subprocess.run(command, cwd=folder, env=env, check=check, capture_output=True, text=True)
+
+    subprocess.run([sys.executable, "-m", "nmtbench", "--params", str(ROOT / "params.yaml"), "workspace", str(folder),
+                    "--profile", str(ROOT / "profiles/smoke.yaml")], check=True, env=env, capture_output=True)
+    params = yaml.safe_load((folder / "params.yaml").read_text())
+    params["models"] = {name: params["models"][name] for name in MODELS}
+    params["compare"]["baseline"] = params["beam_sweep"]["model"] = MODELS[0]
+    (folder / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    commit(run, "two models")
+    return run
+
+
+def contents(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for top in ("data/stats.json", "data/tokenized", "models", "metrics", "results")
+            for p in sorted([folder / top, *(folder / top).rglob("*")]) if p.is_file()}
+
+
+def commit(run, message: str):
+    run("git", "add", "-A")
+    run("git", "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-qm", message)
+
+
+@pytest.mark.slow
+def test_after_a_failed_stage_dvc_checkout_restores_every_output(tmp_path):
+    """DVC deletes a stage's outputs before the stage can refuse bad params: all of them come back."""
+    run = make_workspace(tmp_path)
+    run("dvc", "repro", "evaluate@transformer-42")
+    commit(run, "outputs")
+    before = contents(tmp_path)
+    assert {"data/stats.json", "metrics/transformer/seed42/train.json", "metrics/transformer/seed42/learning_curve.csv",
+            "metrics/transformer/seed42/eval.json", "metrics/transformer/seed42/attention.json"} <= set(before)
+    for stage, block, key, mistake in (("prepare", "data", "max_length", -1),
+                                       ("train@transformer-42", "train", "lr", -0.1),  # the issue's reproduction
+                                       ("evaluate@transformer-42", "evaluate", "beam", 0)):
+        params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+        params[block][key] = mistake
+        (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        failed = run("dvc", "repro", stage, check=False)
+        assert failed.returncode != 0
+        assert f"error: {block}.{key}: must be > 0, got {mistake}" in failed.stderr + failed.stdout
+
+        run("git", "checkout", "params.yaml")
+        # the stages run so far: `dvc checkout` alone would also name the other model's, never run here
+        run("dvc", "checkout", "evaluate@transformer-42", "--with-deps")
+        status = run("dvc", "status", "evaluate@transformer-42", "--with-deps").stdout
+        assert "Data and pipelines are up to date." in status  # nothing to retrain
+        assert contents(tmp_path) == before
+
+
+def scores(comparison: dict) -> dict:
+    """comparison.json without what measures time."""
+    if isinstance(comparison, dict):
+        return {key: scores(value) for key, value in comparison.items() if key not in TIMINGS}
+    return comparison
+
+
+@pytest.mark.slow
+def test_two_runs_from_scratch_give_the_same_scores(tmp_path):
+    """The default budget counts FLOPs, not seconds, so a busy or faster machine trains the same steps."""
+    runs = [make_workspace(tmp_path / name) for name in ("first", "second")]
+    for run in runs:
+        run("dvc", "repro", "compare")
+    first, second = (json.loads((tmp_path / name / "results/comparison.json").read_text()) for name in ("first", "second"))
+    assert scores(first) == scores(second)
