@@ -296,6 +296,17 @@ def test_averaging_puts_the_mean_of_the_last_validations_into_best(project, monk
     load_model("models/tiny/seed42/best.ckpt", Tokenizer("data/tokenized"))  # still a checkpoint evaluation reads
 
 
+def test_a_run_stopped_by_max_steps_mid_epoch_validates_its_last_step(project, monkeypatch):
+    """3 steps an epoch, max_steps 4: the 4th step is validated and can become best.ckpt."""
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    metrics = train(set_train_params(max_steps=4, max_epochs=3), "tiny")
+    _, rows = read_curve()
+    assert [row["step"] for row in rows] == [3, 4] and metrics["steps"] == 4
+    best = min(rows, key=lambda row: row["val_loss"])
+    assert metrics["best_val_loss"] == best["val_loss"]
+    assert torch.load("models/tiny/seed42/best.ckpt", weights_only=False)["global_step"] == best["step"]
+
+
 @pytest.mark.slow
 def test_a_killed_training_command_resumes_to_the_uninterrupted_result(project, tmp_path, monkeypatch):
     """SIGKILL `nmtbench train` right after its first last.ckpt (mid-epoch), rerun it: the same weights and figures."""

@@ -106,3 +106,16 @@ def budget_limits(budget: BudgetConfig, model: torch.nn.Module) -> tuple[timedel
     """
     max_time = timedelta(seconds=budget.value) if budget.kind == "time" else None
     return max_time, FlopBudget(budget.value if budget.kind == "flops" else None, TrainingFlops(model))
+
+
+class ValidateLastStep(L.Callback):
+    """A run that max_steps ends mid-epoch validates its last step too.
+
+    Lightning validates when a callback asks the trainer to stop (the time and FLOP budgets do), but
+    max_steps ends the epoch without asking, so the steps since the last validation were never
+    validated and could never become best.ckpt. Asking to stop at that step makes Lightning validate it.
+    """
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if 0 < trainer.max_steps <= trainer.global_step:
+            trainer.should_stop = True
