@@ -12,7 +12,7 @@ export WANDB_SILENT ?= true
 SMOKE_DIR ?= runs/smoke
 
 .DEFAULT_GOAL := help
-.PHONY: help setup repro smoke test test-fast bench-decode bench-train claims report exp clean-smoke
+.PHONY: help setup repro smoke test chromium test-fast bench-decode bench-train claims report exp clean-smoke
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -33,8 +33,16 @@ smoke: $(VENV)/.installed ## the whole pipeline on tiny settings in runs/smoke, 
 	nmtbench workspace $(SMOKE_DIR) --profile profiles/smoke.yaml
 	cd $(SMOKE_DIR) && nmtbench check && dvc repro
 
-test: $(VENV)/.installed ## every test, the end-to-end smoke pipeline included
+test: $(VENV)/.installed chromium ## every test, the end-to-end smoke pipeline included
 	python -m pytest
+
+# The report's browser test needs Chromium: install Debian's package when it is missing and this
+# machine allows (root, apt-get); otherwise say so and let that one test skip.
+chromium:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null \
+	  || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq \
+	       && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+	  || echo "make test: no Chromium and no way to install it (needs root and apt-get); the report's browser test skips"
 
 test-fast: $(VENV)/.installed ## unit tests only (skips tests marked slow)
 	python -m pytest -m "not slow"
