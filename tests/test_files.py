@@ -1,4 +1,7 @@
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -31,3 +34,17 @@ def test_atomic_dir_keeps_the_old_output_when_the_block_fails(tmp_path):
             raise RuntimeError("interrupted")
     assert (out / "a.txt").read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["prepared"]
+
+
+def test_a_writer_removes_what_killed_writers_left_and_nothing_else(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    (tmp_path / f".m.json.{dead}.abc.tmp").write_text("half")  # a write killed before its rename
+    (tmp_path / f".prepared.{dead}.xyz").mkdir()  # a folder killed likewise
+    (tmp_path / f".m.json.{os.getpid()}.def.tmp").write_text("live")  # a writer still running
+    (tmp_path / ".m.json.notapid.tmp").write_text("someone else's")
+    write_json(tmp_path / "m.json", {"bleu": 1.0})
+    with atomic_dir(tmp_path / "prepared") as tmp:
+        (tmp / "a.txt").write_text("new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["m.json", "prepared", f".m.json.{os.getpid()}.def.tmp", ".m.json.notapid.tmp"])
