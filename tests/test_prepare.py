@@ -4,7 +4,7 @@ import pytest
 
 from nmtbench.config import DataConfig, parse_params
 from nmtbench.data.prepare import load_prepared, prepare
-from nmtbench.data.sources import DataError
+from nmtbench.data.sources import DataError, sha256
 
 CONFIG = DataConfig(max_length=8, max_length_ratio=3.0)
 
@@ -28,9 +28,12 @@ def run(make_data_mirror, tmp_path):
     return go
 
 
-def test_stats_count_every_pair_and_drop_reason(run):
+def test_stats_count_every_pair_and_drop_reason(run, tmp_path):
     stats, _, stats_path = run()
     assert json.loads(stats_path.read_text()) == stats
+    names = [f"{split}.{lang}.gz" for split in ("train", "val", "test_2016_flickr", "test_2017_flickr") for lang in ("en", "de")]
+    assert stats.pop("inputs") == {name: sha256(tmp_path / "mirror" / name) for name in names}
+    assert stats.pop("source") == "multi30k"
     assert stats == {"pair": "en-de", "splits": {
         "train": {"lines": 8, "pairs": 4, "dropped": dropped(empty=2, too_long=1, length_ratio=1),
                   "src": lengths(12, 3.0, 3), "tgt": lengths(9, 2.25, 3)},
