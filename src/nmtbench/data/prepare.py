@@ -52,6 +52,8 @@ def length_stats(lengths: np.ndarray) -> dict:
 
 def filter_split(split: str, pairs: Dataset, data: DataConfig, work_dir: Path) -> tuple[Dataset, dict]:
     is_train = split == "train"
+    if not len(pairs):
+        raise DataError(f"{split} has no sentence pairs: the source has no lines for it; add them or drop the split")
     num_proc = (data.num_proc or os.cpu_count()) if len(pairs) >= PARALLEL_FROM else None
     columns = pairs.map(measure, batched=True, remove_columns=["src", "tgt"], features=MEASURES, num_proc=num_proc,
                         fn_kwargs={"data": data, "is_train": is_train}, cache_file_name=str(work_dir / f"{split}.arrow"),
@@ -65,10 +67,10 @@ def filter_split(split: str, pairs: Dataset, data: DataConfig, work_dir: Path) -
         kept = kept[:limit]
     stats = {"lines": len(pairs), "pairs": len(kept), "dropped": dropped,
              "src": length_stats(columns["src_len"][kept]), "tgt": length_stats(columns["tgt_len"][kept])}
-    if not len(kept):
-        what = "no lines" if not len(pairs) else f"all {len(pairs)} were dropped ({', '.join(f'{n} {r}' for r, n in dropped.items() if n)})"
-        fix = "loosen data.max_length and data.max_length_ratio" if is_train and len(pairs) else "check the source"
-        raise DataError(f"{split} has no sentence pairs: {what}; {fix}")
+    if not len(kept):  # only empty pairs are dropped outside train
+        counts = ", ".join(f"{n} {reason}" for reason, n in dropped.items() if n)
+        fix = "loosen data.max_length and data.max_length_ratio" if is_train else "fix the source"
+        raise DataError(f"{split} has no sentence pairs: all {len(pairs)} were dropped ({counts}); {fix}")
     return pairs.select(kept), stats
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from contextlib import closing
 from dataclasses import dataclass
 from itertools import zip_longest
 from pathlib import Path
@@ -104,6 +105,9 @@ def pairs_from_columns(dataset: Dataset, langs: tuple[str, str], where: str) -> 
 
 def generate(generator, gen_kwargs: dict, work_dir: Path) -> Dataset:
     """An Arrow dataset in work_dir written from generator's rows; a DataError it raises comes out unwrapped."""
+    with closing(generator(**gen_kwargs)) as rows:
+        if next(rows, None) is None:  # from_generator refuses to build a dataset without rows
+            return Dataset.from_dict({"src": [], "tgt": []}, features=TEXT_FEATURES)
     try:
         return Dataset.from_generator(generator, features=TEXT_FEATURES, gen_kwargs=gen_kwargs,
                                       cache_dir=str(work_dir))
