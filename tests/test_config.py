@@ -1,7 +1,7 @@
 import pytest
 import yaml
 
-from nmtbench.config import ConfigError, load_params, merge, parse_params, run_dir
+from nmtbench.config import ConfigError, apply_profile, load_params, merge, parse_params, run_dir
 from nmtbench.models.registry import model_config
 
 
@@ -107,11 +107,34 @@ def test_missing_params_file_says_where_to_run(tmp_path):
         load_params(tmp_path / "params.yaml")
 
 
-@pytest.mark.parametrize("profile", ["smoke", "gpu"])
+@pytest.mark.parametrize("profile", ["smoke", "gpu", "own_corpus"])
 def test_every_profile_overrides_only_known_keys(profile):
     with open(f"profiles/{profile}.yaml") as f:
         overrides = yaml.safe_load(f)
-    params = parse_params(merge(raw(), overrides))
+    params = parse_params(apply_profile(raw(), overrides))
     assert set(params.models) == set(raw()["models"])  # a profile adjusts the grid, never adds a model by a typo
     for name, block in params.models.items():
         model_config(name, block)  # every overridden key exists in its family
+
+
+@pytest.mark.parametrize("profile, source, pair, eval_splits, models", [
+    ("iwslt2017_deen", ("hub", "IWSLT/iwslt2017", "iwslt2017-de-en"), "de-en", ["test"], ["transformer", "gru_attention"]),
+    ("wmt14_ende", ("hub", "wmt/wmt14", "de-en"), "en-de", ["newstest2014"], ["transformer", "lstm_attention"]),
+])
+def test_recipes_bring_their_corpus_and_replace_the_grid(profile, source, pair, eval_splits, models):
+    with open(f"profiles/{profile}.yaml") as f:
+        params = parse_params(apply_profile(raw(), yaml.safe_load(f)))
+    assert (params.data.source.kind, params.data.source.name, params.data.source.config) == source
+    assert (params.data.pair, params.data.eval_splits, list(params.models)) == (pair, eval_splits, models)
+    assert params.data.source.dataset_split("val") == "validation"
+    assert (params.compare.baseline, params.beam_sweep.model) == ("transformer", "transformer")
+    for name, block in params.models.items():
+        model_config(name, block)
+
+
+def test_apply_profile_replaces_only_the_named_blocks():
+    base = {"models": {"a": {"x": 1}}, "train": {"lr": 1, "steps": 2}}
+    assert apply_profile(base, {"replace": ["models"], "models": {"b": {}}, "train": {"lr": 3}}) == {
+        "models": {"b": {}}, "train": {"lr": 3, "steps": 2}}
+    with pytest.raises(ConfigError, match=r"^replace: expected a list of params blocks .* got \['modles'\]"):
+        apply_profile(base, {"replace": ["modles"]})
