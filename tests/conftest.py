@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -95,3 +98,16 @@ def old_output(tmp_path):
 def assert_nothing_written(tmp_path):
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["prepared"]  # no stats, no work or temp folder
     assert [p.name for p in (tmp_path / "out" / "prepared").iterdir()] == ["old-output"]
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def pipeline_workspace(workspace: Path, profile: Path, **env: str):
+    """A DVC workspace of this project's params.yaml + profile; returns run(*cmd), which runs a command there."""
+    # the stages call `nmtbench` and `dvc`: put this interpreter's scripts first on PATH
+    env = {**os.environ, "WANDB_SILENT": "true", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           **env}
+    subprocess.run([sys.executable, "-m", "nmtbench", "--params", str(ROOT / "params.yaml"), "workspace", str(workspace),
+                    "--profile", str(profile)], check=True, env=env)
+    return lambda *cmd: subprocess.run(cmd, cwd=workspace, env=env, check=True, capture_output=True, text=True)
