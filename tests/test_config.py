@@ -19,7 +19,7 @@ def test_default_params_load():
 @pytest.mark.parametrize("override, message", [
     ({"data": {"src_lang": "xx"}}, "data.src_lang: 'xx' is not valid; choose one of en, de, fr, cs"),
     ({"data": {"tgt_lang": "en"}}, "data.tgt_lang: 'en' is not valid; choose one of de, fr, cs"),
-    ({"data": {"src_lang": "cs"}}, "test_2017_flickr has no Czech"),
+    ({"data": {"src_lang": "cs"}}, "data.eval_splits: Multi30k's test_2017_flickr has no 'cs'; remove it from eval_splits"),
     ({"data": {"eval_splits": ["newstest2014"]}}, "data.eval_splits: 'newstest2014' is not valid; choose one of val, "
                                                   "test_2016_flickr, test_2017_flickr"),
     ({"data": {"source": {"kind": "ftp"}}}, "data.source.kind: 'ftp' is not valid; choose one of multi30k, files, hub"),

@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nmtbench", description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("prepare", help="read Multi30k (mirror or download), validate, filter, save").set_defaults(run=_prepare)
+    commands.add_parser("prepare", help="read data.source (Multi30k, a folder or a hub dataset), validate, filter, save").set_defaults(run=_prepare)
     commands.add_parser("tokenize", help="train the joint subword model and encode every split").set_defaults(run=_tokenize)
     for name, run, text in (("train", _train, "train one model variant"),
                             ("evaluate", _evaluate, "decode and score the test sets with one model")):

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from nmtbench.data.sources import MULTI30K_LANGUAGES, MULTI30K_SPLITS
+from nmtbench.data.sources import MULTI30K_LANGUAGES, MULTI30K_SPLITS, file_name, load_checksums
 
 SOURCE_KINDS = ("multi30k", "files", "hub")
 
@@ -81,7 +81,7 @@ class SourceConfig:
 class DataConfig:
     src_lang: str = "en"
     tgt_lang: str = "de"
-    eval_splits: list = field(default_factory=lambda: ["test_2016_flickr", "test_2017_flickr"])
+    eval_splits: list = field(default_factory=lambda: list(MULTI30K_SPLITS[2:]))
     source: SourceConfig | dict = field(default_factory=SourceConfig)
     max_train_pairs: int | None = None
     max_eval_pairs: int | None = None
@@ -114,8 +114,11 @@ class DataConfig:
         choice("data.tgt_lang", self.tgt_lang, [lang for lang in MULTI30K_LANGUAGES if lang != self.src_lang])
         for split in self.eval_splits:
             choice("data.eval_splits", split, MULTI30K_SPLITS[1:])
-        if "cs" in (self.src_lang, self.tgt_lang) and "test_2017_flickr" in self.eval_splits:
-            raise ConfigError("data.eval_splits: test_2017_flickr has no Czech; remove it from eval_splits")
+        checksums = load_checksums()
+        for split in self.eval_splits:
+            for lang in (self.src_lang, self.tgt_lang):
+                if file_name(split, lang) not in checksums:
+                    raise ConfigError(f"data.eval_splits: Multi30k's {split} has no {lang!r}; remove it from eval_splits")
 
     @property
     def pair(self) -> str:
