@@ -1,7 +1,7 @@
 """Decoding speed of every trained model: sentences/s and target tokens/s at beam 1 and beam 5.
 
     python benchmarks/decode_speed.py [--models-dir models] [--models transformer cnn]
-                                      [--split test_2016_flickr] [--beams 1 5] [--threads 2]
+                                      [--split SPLIT] [--beams 1 5] [--threads 2]
 
 Finds every trained run (`<model>/seed<seed>/best.ckpt`) under --models-dir, decodes the tokenized split of
 data/tokenized once untimed on its first 64 sentences (warm-up) and then whole, timed, and prints
@@ -43,7 +43,7 @@ def main() -> None:
     parser.add_argument("--models-dir", type=Path, default=Path("models"))
     parser.add_argument("--models", nargs="+", help="only these model folders (names under --models-dir)")
     parser.add_argument("--tokenized-dir", type=Path, default=Path("data/tokenized"))
-    parser.add_argument("--split", default="test_2016_flickr")
+    parser.add_argument("--split", help="the split decoded (default: the first of data.eval_splits)")
     parser.add_argument("--beams", type=int, nargs="+", default=[1, 5])
     parser.add_argument("--sentences", type=int, help="decode only the first N sentences")
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
@@ -51,7 +51,9 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    decode = load_params().evaluate
+    params = load_params()
+    decode = params.evaluate
+    args.split = args.split or params.data.eval_splits[0]
     split = load_tokenized(args.tokenized_dir)[args.split]
     sources, references = split["src_ids"][: args.sentences], split["tgt"][: args.sentences]
     model_dirs = sorted(p.parent for p in args.models_dir.rglob("best.ckpt"))

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -139,3 +142,25 @@ def trained_project(tmp_path_factory) -> Path:
         for name in TRAINED_MODELS:
             assert main(["train", name]) == 0 and main(["evaluate", name]) == 0
     return folder
+
+
+@pytest.fixture
+def old_output(tmp_path):
+    """An earlier complete output of the prepare stage in tmp_path/out, which a failed run must leave as it was."""
+    (tmp_path / "out" / "prepared").mkdir(parents=True)
+    (tmp_path / "out" / "prepared" / "old-output").write_text("kept")
+
+
+def assert_nothing_written(tmp_path):
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["prepared"]  # no stats, no work or temp folder
+    assert [p.name for p in (tmp_path / "out" / "prepared").iterdir()] == ["old-output"]
+
+
+def pipeline_workspace(workspace: Path, profile: Path, **env: str):
+    """A DVC workspace of this project's params.yaml + profile; returns run(*cmd), which runs a command there."""
+    # the stages call `nmtbench` and `dvc`: put this interpreter's scripts first on PATH
+    env = {**os.environ, "WANDB_SILENT": "true", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           **env}
+    subprocess.run([sys.executable, "-m", "nmtbench", "--params", str(ROOT / "params.yaml"), "workspace", str(workspace),
+                    "--profile", str(profile)], check=True, env=env)
+    return lambda *cmd: subprocess.run(cmd, cwd=workspace, env=env, check=True, capture_output=True, text=True)

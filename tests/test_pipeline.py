@@ -1,16 +1,13 @@
 """End to end: the smoke profile through `dvc repro` on real Multi30k, in a workspace of its own."""
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from conftest import ROOT, pipeline_workspace
 
 from nmtbench.config import load_params
 from nmtbench.tracking import read_offline_run
 
-ROOT = Path(__file__).resolve().parents[1]
 MIRROR = os.environ.get("NMTBENCH_DATA_MIRROR")
 
 
@@ -19,11 +16,7 @@ def smoke(tmp_path_factory):
     if not MIRROR:
         pytest.skip("set NMTBENCH_DATA_MIRROR to a Multi30k mirror folder (make test does when one is beside the checkout)")
     workspace = tmp_path_factory.mktemp("smoke")
-    # the stages call `nmtbench` and `dvc`: put this interpreter's scripts first on PATH
-    env = {**os.environ, "WANDB_SILENT": "true", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    run = lambda *cmd: subprocess.run(cmd, cwd=workspace, env=env, check=True, capture_output=True, text=True)  # noqa: E731
-    subprocess.run([sys.executable, "-m", "nmtbench", "--params", str(ROOT / "params.yaml"), "workspace", str(workspace),
-                    "--profile", str(ROOT / "profiles/smoke.yaml")], check=True, env=env)
+    run = pipeline_workspace(workspace, ROOT / "profiles/smoke.yaml")
     run("dvc", "repro")
     return workspace, run
 

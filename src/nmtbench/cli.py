@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("check", help="validate every block of the params file (make repro runs it before dvc repro, "
                         "which deletes a stage's outputs before the stage can refuse bad params)").set_defaults(run=_check)
-    commands.add_parser("prepare", help="read Multi30k (mirror or download), validate, filter, save").set_defaults(run=_prepare)
+    commands.add_parser("prepare", help="read data.source (Multi30k, a folder or a hub dataset), validate, filter, save").set_defaults(run=_prepare)
     commands.add_parser("tokenize", help="train the joint subword model and encode every split").set_defaults(run=_tokenize)
     for name, run, text in (("train", _train, "train one model variant"),
                             ("evaluate", _evaluate, "decode and score the test sets with one model")):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from nmtbench.config import ConfigError, merge, parse_params, read_yaml
+from nmtbench.config import ConfigError, apply_profile, parse_params, read_yaml
 
 
 def make_workspace(project: Path, target: Path, profile: Path) -> Path:
@@ -25,7 +25,7 @@ def make_workspace(project: Path, target: Path, profile: Path) -> Path:
     if not isinstance(overrides, dict):
         raise ConfigError(f"{profile}: expected params blocks to override, such as `train:`, got a "
                           f"{type(overrides).__name__}; see profiles/smoke.yaml")
-    merged = merge(base, overrides)
+    merged = apply_profile(base, overrides)
     parse_params(merged)  # a bad override fails here, before any stage runs
     target.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(project / "dvc.yaml", target / "dvc.yaml")
