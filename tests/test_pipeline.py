@@ -17,13 +17,16 @@ MIRROR = os.environ.get("NMTBENCH_DATA_MIRROR")
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     if not MIRROR:
-        pytest.skip("set NMTBENCH_DATA_MIRROR to a Multi30k mirror folder (make test does when one is beside the checkout)")
+        pytest.skip("set NMTBENCH_DATA_MIRROR to a Multi30k mirror folder "
+                    "(make test does when one is beside the checkout)")
     workspace = tmp_path_factory.mktemp("smoke")
     # the stages call `nmtbench` and `dvc`: put this interpreter's scripts first on PATH
-    env = {**os.environ, "WANDB_SILENT": "true", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    run = lambda *cmd: subprocess.run(cmd, cwd=workspace, env=env, check=True, capture_output=True, text=True)  # noqa: E731
-    subprocess.run([sys.executable, "-m", "nmtbench", "--params", str(ROOT / "params.yaml"), "workspace", str(workspace),
-                    "--profile", str(ROOT / "profiles/smoke.yaml")], check=True, env=env)
+    env = {**os.environ, "WANDB_SILENT": "true",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    def run(*cmd):
+        return subprocess.run(cmd, cwd=workspace, env=env, check=True, capture_output=True, text=True)
+    subprocess.run([sys.executable, "-m", "nmtbench", "--params", str(ROOT / "params.yaml"), "workspace",
+                    str(workspace), "--profile", str(ROOT / "profiles/smoke.yaml")], check=True, env=env)
     run("dvc", "repro")
     return workspace, run
 

@@ -98,7 +98,8 @@ def test_non_utf8_names_file_and_line(run, tmp_path, old_output):
     with pytest.raises(DataError) as e:
         run(files={"train.en.gz": ["a", "b"], "train.de.gz": b"x\ny\xe4\n"})
     assert str(e.value) == (f"{tmp_path / 'mirror' / 'train.de.gz'}, line 2: not valid UTF-8 "
-                            "(invalid continuation byte at byte 1); the file is corrupt, re-download it or fix the mirror")
+                            "(invalid continuation byte at byte 1); the file is corrupt, "
+                            "re-download it or fix the mirror")
     assert_nothing_written(tmp_path)
 
 

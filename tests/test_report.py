@@ -80,7 +80,8 @@ def embedded_pngs(page_html):
 def test_markdown_html_renders_the_compare_stage_table():
     assert markdown_html(TABLE) == (
         "<table><tr><th>Model</th><th>Parameters</th><th>test BLEU</th></tr>"
-        '<tr><td>transformer</td><td class="number">9,512</td><td class="number"><strong>35.12</strong> +- 0.40</td></tr>'
+        '<tr><td>transformer</td><td class="number">9,512</td>'
+        '<td class="number"><strong>35.12</strong> +- 0.40</td></tr>'
         '<tr><td>lstm</td><td class="number">1,034</td><td class="number">30.50 *</td></tr></table>\n'
         "<p>sacreBLEU signatures:</p>\n"
         "<ul><li>BLEU: <code>nrefs:1|case:mixed|tok:13a</code></li></ul>")

@@ -64,7 +64,8 @@ def evaluate(params: Params, name: str, seed: int | None = None, tokenized_dir: 
                                run_tags(name, block, seed), job_type="evaluate")
     if logger:
         log_tables(logger, translations)
-        finish_run(logger, {f"{split}/{key}": value for split, scores in metrics.items() for key, value in scores.items()})
+        finish_run(logger, {f"{split}/{key}": value
+                            for split, scores in metrics.items() for key, value in scores.items()})
     return metrics
 
 

@@ -61,8 +61,8 @@ class Page:
     def html(self, title: str) -> str:
         lacking = "".join(f"<li>{_inline(item)}</li>" for item in self.missing)
         summary = f'<p class="missing">This page lacks:</p><ul class="missing">{lacking}</ul>' if lacking else ""
-        return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{html.escape(title)}</title>\n'
-                f"<style>{STYLE}</style>\n</head>\n<body>\n<h1>{html.escape(title)}</h1>\n{summary}\n"
+        return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+                f"<title>{html.escape(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{html.escape(title)}</h1>\n{summary}\n"
                 + "\n".join(self.parts) + "\n</body>\n</html>\n")
 
 
@@ -136,7 +136,8 @@ def _length_section(page: Page, comparison: dict) -> None:
     page.heading("BLEU by source length")
     buckets = comparison.get("length_buckets")
     if not buckets:
-        page.lack("BLEU by source-length bucket", "`results/comparison.json` has no `length_buckets`; the compare stage writes it")
+        page.lack("BLEU by source-length bucket",
+                  "`results/comparison.json` has no `length_buckets`; the compare stage writes it")
         return
     split = comparison["splits"][0]
     bleu = {name: [(row[split]["length_buckets"][bucket]["bleu"] or {"mean": math.nan})["mean"] for bucket in buckets]
