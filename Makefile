@@ -12,7 +12,7 @@ export WANDB_SILENT ?= true
 SMOKE_DIR ?= runs/smoke
 
 .DEFAULT_GOAL := help
-.PHONY: help setup repro smoke test chromium test-fast bench-decode bench-train claims report exp clean-smoke
+.PHONY: help setup repro smoke lint test chromium test-fast bench-decode bench-train claims report exp clean-smoke
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -33,7 +33,10 @@ smoke: $(VENV)/.installed ## the whole pipeline on tiny settings in runs/smoke, 
 	nmtbench workspace $(SMOKE_DIR) --profile profiles/smoke.yaml
 	cd $(SMOKE_DIR) && nmtbench check && dvc repro
 
-test: $(VENV)/.installed chromium ## every test, the end-to-end smoke pipeline included
+lint: $(VENV)/.installed ## ruff on src, tests and benchmarks (style, import order, likely bugs; pyproject.toml [tool.ruff])
+	ruff check src tests benchmarks
+
+test: lint chromium ## lint, then every test, the end-to-end smoke pipeline included
 	python -m pytest
 
 # The report's browser test needs Chromium: install Debian's package when it is missing and this

@@ -82,7 +82,8 @@ def time_steps(module: TranslationModule, batches: list[dict], warmup: int, prec
     for i, batch in enumerate(batches):
         if i == warmup:
             started = time.perf_counter()
-        autocast = torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16-mixed" else contextlib.nullcontext()
+        autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16-mixed"
+                    else contextlib.nullcontext())
         with autocast:
             loss, _, _ = module.loss(batch)
         loss.backward()
@@ -96,7 +97,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokenized-dir", type=Path, default=Path("data/tokenized"))
     parser.add_argument("--models", nargs="+", default=FAMILIES,
-                        help=f"model blocks of params.yaml, or {', '.join(PEER_BLOCKS)} (default: {' '.join(FAMILIES)})")
+                        help=f"model blocks of params.yaml, or {', '.join(PEER_BLOCKS)} "
+                             f"(default: {' '.join(FAMILIES)})")
     parser.add_argument("--precisions", nargs="+", default=["32-true", "bf16-mixed"], choices=["32-true", "bf16-mixed"])
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--target-tokens", type=float, default=1809.0,
@@ -122,8 +124,9 @@ def main() -> None:
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; matmul peak: "
           f"fp32 {peaks['32-true'] / 1e9:.0f} GFLOP/s, bf16 {peaks['bf16-mixed'] / 1e9:.0f} GFLOP/s")
-    print(f"batch_tokens {batch_tokens} (padded source + target): {target_tokens_per_batch(sampler, tgt_lens):.0f} real "
-          f"target tokens per batch over the epoch, {tokens / len(timed):.0f} in the {len(timed)} timed batches")
+    print(f"batch_tokens {batch_tokens} (padded source + target): "
+          f"{target_tokens_per_batch(sampler, tgt_lens):.0f} real target tokens per batch over the epoch, "
+          f"{tokens / len(timed):.0f} in the {len(timed)} timed batches")
     print(f"{'model':24s} {'params':>10s} {'precision':>10s} {'seconds':>8s} {'tgt tok/s':>10s} "
           f"{'GFLOP/s':>8s} {'of peak':>8s}")
     for name, block in blocks.items():

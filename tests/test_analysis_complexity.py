@@ -3,8 +3,13 @@ import torch
 from torch import nn
 
 from conftest import make_tiny_model
-from nmtbench.analysis.complexity import (DependencyTracker, activation_bytes, layer_parameters, path_length,
-                                          sequential_steps)
+from nmtbench.analysis.complexity import (
+    DependencyTracker,
+    activation_bytes,
+    layer_parameters,
+    path_length,
+    sequential_steps,
+)
 from nmtbench.models.flops import flop_counter, training_step_flops
 from nmtbench.models.transformer import MultiHeadAttention
 
@@ -23,9 +28,9 @@ def batch(length: int, rows: int = 2):
 
 
 def test_recurrent_layer_costs_two_flops_per_multiply_add_of_both_projections():
-    B, T, I, H = 2, 5, 3, 4
-    rnn, x = nn.RNN(I, H, batch_first=True, bias=False), torch.randn(B, T, I)
-    assert counted(lambda: rnn(x)) == 2 * B * T * H * (I + H)  # O(T d^2)
+    B, T, D, H = 2, 5, 3, 4  # D: input size
+    rnn, x = nn.RNN(D, H, batch_first=True, bias=False), torch.randn(B, T, D)
+    assert counted(lambda: rnn(x)) == 2 * B * T * H * (D + H)  # O(T d^2)
 
 
 def test_attention_layer_costs_projections_plus_quadratic_scores():
@@ -53,8 +58,8 @@ def test_transformer_path_length_and_sequential_steps_do_not_depend_on_length():
 
 
 def test_more_transformer_layers_lengthen_the_path_by_the_same_amount_per_layer():
+    from conftest import PAD, TRANSFORMER, V
     from nmtbench.models.registry import build_model
-    from conftest import TRANSFORMER, PAD, V
 
     paths = [path_length(build_model("t", {**TRANSFORMER, "layers": n}, V, PAD).eval(), *batch(6)) for n in (1, 2, 3)]
     assert paths[2] - paths[1] == paths[1] - paths[0] > 0

@@ -3,8 +3,17 @@ import random
 
 import torch
 
-from nmtbench.analysis.synthetic import (FIRST_NOUN, FIRST_SYMBOL, PLURAL_VERB, SINGULAR_VERB, accuracy, loader,
-                                         make_pair, evaluation_pairs, train_pairs)
+from nmtbench.analysis.synthetic import (
+    FIRST_NOUN,
+    FIRST_SYMBOL,
+    PLURAL_VERB,
+    SINGULAR_VERB,
+    accuracy,
+    evaluation_pairs,
+    loader,
+    make_pair,
+    train_pairs,
+)
 from nmtbench.config import AnalyzeConfig
 from nmtbench.data.tokenizer import EOS
 

@@ -40,7 +40,8 @@ def test_only_the_same_run_resumes_and_another_is_set_aside(tmp_path, capsys):
     assert resumable_checkpoint(unfinished, "mine", set_aside=False) is None and unfinished.is_dir()
     assert resumable_checkpoint(unfinished, "mine") is None
     (aside,) = tmp_path.glob("unfinished.set-aside-*")
-    assert not unfinished.exists() and torch.load(aside / "last.ckpt", weights_only=False)["nmtbench"]["run"] == "theirs"
+    assert not unfinished.exists()
+    assert torch.load(aside / "last.ckpt", weights_only=False)["nmtbench"]["run"] == "theirs"
     assert "holds another run's checkpoints" in capsys.readouterr().err
 
 
@@ -62,7 +63,8 @@ def test_averaged_weights_are_the_exact_mean(tmp_path):
         torch.save({"state_dict": state}, paths[-1])
     averaged = average_state_dicts(paths)
     assert torch.equal(averaged["w"], torch.full((2, 3), 3.0))
-    assert averaged["half"].dtype == torch.bfloat16 and torch.equal(averaged["half"], torch.full((2,), 3.0, dtype=torch.bfloat16))
+    assert averaged["half"].dtype == torch.bfloat16
+    assert torch.equal(averaged["half"], torch.full((2,), 3.0, dtype=torch.bfloat16))
     assert averaged["count"] == 2  # integer buffers are not averaged: the last checkpoint's
 
 

@@ -12,8 +12,9 @@ from nmtbench.evaluation.significance import paired_bootstrap
 SPLIT = "test_2016_flickr"
 SOURCES = ["A cat sits.", "A dog runs in the park.", "Two men play chess outside on a sunny day.",
            "A child laughs.", "People walk on a busy street in the city center."]
-REFERENCES = ["Eine Katze sitzt.", "Ein Hund rennt im Park.", "Zwei Männer spielen draußen Schach an einem sonnigen Tag.",
-              "Ein Kind lacht.", "Menschen gehen auf einer belebten Straße im Stadtzentrum."]
+REFERENCES = ["Eine Katze sitzt.", "Ein Hund rennt im Park.",
+              "Zwei Männer spielen draußen Schach an einem sonnigen Tag.", "Ein Kind lacht.",
+              "Menschen gehen auf einer belebten Straße im Stadtzentrum."]
 OUTPUTS = {  # (model, seed) -> translation of the test set
     ("transformer", 1): REFERENCES,
     ("transformer", 2): ["Eine Katze sitzt.", "Ein Hund rennt im Park.", "Zwei Männer spielen Schach.",
@@ -26,7 +27,8 @@ CFG = CompareConfig(baseline="rnn", bootstrap_resamples=100, bootstrap_seed=5, l
 
 
 def write_run(root, name, seed, hypotheses):
-    """metrics/<name>/seed<seed>/{train,eval}.json and results/<name>/seed<seed>/<split>.txt as the stages write them."""
+    """metrics/<name>/seed<seed>/{train,eval}.json and results/<name>/seed<seed>/<split>.txt as the stages
+    write them."""
     text = "".join(h + "\n" for h in hypotheses)
     (root / "results" / name / f"seed{seed}").mkdir(parents=True)
     (root / "results" / name / f"seed{seed}" / f"{SPLIT}.txt").write_text(text)
@@ -79,8 +81,8 @@ def test_comparison_markdown_table(root):
     result = run_compare(root, [1])
     lines = (root / "results" / "comparison.md").read_text().splitlines()
     assert lines[0] == ("| Model | Parameters | Training time | Train tokens/s | Best val loss | Best val BLEU "
-                        "| test_2016_flickr BLEU | test_2016_flickr 95% CI | test_2016_flickr BLEU lc | test_2016_flickr chrF "
-                        "| test_2016_flickr TER |")
+                        "| test_2016_flickr BLEU | test_2016_flickr 95% CI | test_2016_flickr BLEU lc "
+                        "| test_2016_flickr chrF | test_2016_flickr TER |")
     assert lines[1] == "|:---|" + "---:|" * 10
     assert lines[2].startswith("| transformer | 9,512,448 | 0:20:01 | 15,321 | 2.356 | 31.12 | ")
     rnn, test = score(OUTPUTS["rnn", 1], REFERENCES), result["models"]["rnn"][SPLIT]["bootstrap"]
@@ -153,7 +155,8 @@ def test_example_translations_side_by_side(root):
          "outputs": {"transformer": OUTPUTS["transformer", 2][3], "rnn": OUTPUTS["rnn", 2][3]}},
     ]}
     table = (root / "results" / "comparison.md").read_text()
-    assert f"- source: {SOURCES[3]}\n- reference: {REFERENCES[3]}\n- transformer: {REFERENCES[3]}\n- rnn: Kind lacht.\n" in table
+    assert (f"- source: {SOURCES[3]}\n- reference: {REFERENCES[3]}\n- transformer: {REFERENCES[3]}\n"
+            "- rnn: Kind lacht.\n") in table
 
 
 def test_an_example_past_the_test_set_is_refused(root):
@@ -170,7 +173,8 @@ def test_a_translation_that_is_not_the_scored_one_is_refused(root):
                                          r"re-run `dvc repro evaluate@rnn-1`"):
         run_compare(root, [1])
     (root / "results" / "rnn" / "seed1" / f"{SPLIT}.txt").unlink()
-    with pytest.raises(FileNotFoundError, match=r"test_2016_flickr.txt: not found; run `dvc repro evaluate@rnn-1` first"):
+    with pytest.raises(FileNotFoundError,
+                       match=r"test_2016_flickr.txt: not found; run `dvc repro evaluate@rnn-1` first"):
         run_compare(root, [1])
 
 
@@ -183,7 +187,8 @@ def test_missing_metrics_name_the_stage(root):
     with pytest.raises(FileNotFoundError, match=r"rnn/seed7/train.json: not found; run `dvc repro train@rnn-7`"):
         run_compare(root, [2, 7], models=["rnn"])
     (root / "metrics" / "rnn" / "seed2" / "eval.json").unlink()
-    with pytest.raises(FileNotFoundError, match=r"rnn/seed2/eval.json: not found; run `dvc repro evaluate@rnn-2` first"):
+    with pytest.raises(FileNotFoundError,
+                       match=r"rnn/seed2/eval.json: not found; run `dvc repro evaluate@rnn-2` first"):
         run_compare(root, [2], models=["rnn"])
     assert not (root / "results" / "comparison.json").exists()
 

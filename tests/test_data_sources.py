@@ -56,12 +56,13 @@ def test_split_missing_in_a_language(make_data_mirror, tmp_path):
     mirror, checksums = make_data_mirror()
     with pytest.raises(DataError) as e:
         fetch_split("test_2017_flickr", "cs", mirror, tmp_path / "raw", checksums)
-    assert str(e.value) == ("Multi30k has no test_2017_flickr.cs.gz (test_2017_flickr in 'cs': it exists in de, en, fr); "
-                            "choose another split or language pair in params.yaml")
+    assert str(e.value) == ("Multi30k has no test_2017_flickr.cs.gz (test_2017_flickr in 'cs': it exists in de, en, "
+                            "fr); choose another split or language pair in params.yaml")
 
 
 def test_unknown_split(tmp_path):
-    with pytest.raises(DataError, match=re.escape("Multi30k has no test_2018.en.gz (test_2018 in 'en': no such split)")):
+    with pytest.raises(DataError,
+                       match=re.escape("Multi30k has no test_2018.en.gz (test_2018 in 'en': no such split)")):
         fetch_split("test_2018", "en", None, tmp_path)
 
 

@@ -3,7 +3,6 @@ import pytest
 import torch
 
 from conftest import BOS, EOS, PAD, RNN, TINY_VARIANTS, V, make_tiny_model
-
 from nmtbench.config import ConfigError
 from nmtbench.decoding.search import greedy
 from nmtbench.models.attention import ATTENTION_KINDS
@@ -119,7 +118,8 @@ def test_bidirectional_encoder_sees_the_future_and_unidirectional_does_not():
     ({"family": "rnn", "attention": "luong"}, "choose one of none, dot, general, reduced_rank, additive"),
     ({"family": "transformer", "positions": "rotary"}, "choose one of sinusoidal, learned, relative"),
     ({"family": "cnn", "kernel": 4}, "models.bad.kernel: must be odd"),
-    ({"family": "decoder_only", "positions": "relative"}, "models.bad.positions: 'relative' is not valid; choose one of sinusoidal, learned"),
+    ({"family": "decoder_only", "positions": "relative"},
+     "models.bad.positions: 'relative' is not valid; choose one of sinusoidal, learned"),
     ({"family": "transformer", "d_model": 10, "heads": 4}, "d_model (10) must be divisible by heads (4)"),
     ({"family": "rnn", "hidden": 5}, "unknown key(s) hidden"),
     ({"family": "rnn", "layers": "two"}, "models.bad.layers: expected int, got 'two'"),

@@ -3,8 +3,8 @@ import json
 import os
 
 import pytest
-from conftest import ROOT, pipeline_workspace
 
+from conftest import ROOT, pipeline_workspace
 from nmtbench.config import load_params
 from nmtbench.tracking import read_offline_run
 
@@ -14,7 +14,8 @@ MIRROR = os.environ.get("NMTBENCH_DATA_MIRROR")
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     if not MIRROR:
-        pytest.skip("set NMTBENCH_DATA_MIRROR to a Multi30k mirror folder (make test does when one is beside the checkout)")
+        pytest.skip("set NMTBENCH_DATA_MIRROR to a Multi30k mirror folder "
+                    "(make test does when one is beside the checkout)")
     workspace = tmp_path_factory.mktemp("smoke")
     run = pipeline_workspace(workspace, ROOT / "profiles/smoke.yaml")
     run("dvc", "repro")

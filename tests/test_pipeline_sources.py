@@ -5,9 +5,9 @@ import json
 
 import pytest
 import yaml
-from conftest import ROOT, pipeline_workspace
 from datasets import Dataset
 
+from conftest import ROOT, pipeline_workspace
 from nmtbench.data.sources import sha256
 
 DIGITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]

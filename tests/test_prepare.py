@@ -2,8 +2,8 @@ import hashlib
 import json
 
 import pytest
-from conftest import assert_nothing_written
 
+from conftest import assert_nothing_written
 from nmtbench.config import DataConfig, load_params, parse_params
 from nmtbench.data.prepare import load_prepared, prepare
 from nmtbench.data.sources import DataError, load_checksums, mirror_from_env, sha256
@@ -91,7 +91,8 @@ def test_non_utf8_names_file_and_line(run, tmp_path, old_output):
     with pytest.raises(DataError) as e:
         run(files={"train.en.gz": ["a", "b"], "train.de.gz": b"x\ny\xe4\n"})
     assert str(e.value) == (f"{tmp_path / 'mirror' / 'train.de.gz'}, line 2: not valid UTF-8 "
-                            "(invalid continuation byte at byte 1); the file is corrupt, re-download it or fix the mirror")
+                            "(invalid continuation byte at byte 1); the file is corrupt, "
+                            "re-download it or fix the mirror")
     assert_nothing_written(tmp_path)
 
 

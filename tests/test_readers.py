@@ -4,9 +4,9 @@ import json
 
 import datasets
 import pytest
-from conftest import assert_nothing_written
 from datasets import Dataset
 
+from conftest import assert_nothing_written
 from nmtbench.config import DataConfig
 from nmtbench.data.prepare import load_prepared, prepare
 from nmtbench.data.sources import DataError, sha256

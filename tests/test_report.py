@@ -29,7 +29,7 @@ def attention(weights):
 
 def write_run(folder, params, bleu, speed, weights="absent", curve=True):
     folder.mkdir(parents=True)
-    (folder / "train.json").write_text(json.dumps({"params": params}))
+    (folder / "train.json").write_text(json.dumps({"params": params, "train_seconds": 420.0}))
     (folder / "eval.json").write_text(json.dumps({"test_2016_flickr": {"bleu": bleu, "sentences_per_s": speed}}))
     if weights != "absent":
         (folder / "attention.json").write_text(json.dumps(attention(weights)))
@@ -53,11 +53,19 @@ def outputs(tmp_path):
     def buckets(*bleu):  # the compare stage's per-bucket figures; None: an empty bucket
         return {"length_buckets": {label: {"sentences": 0 if b is None else 5, "bleu": b and {"mean": b, "sd": None}}
                                    for label, b in zip(("1-10", "11-20", "21+"), bleu)}}
+    def one(value):  # a spread over one seed
+        return {"mean": value, "sd": None}
+    def row(params, bleu, ci, significant, speed, *bucket_bleu):  # the compare stage's row of one model
+        return {"params": params, "train_seconds": one(425.0),
+                "test_2016_flickr": {"bleu": one(bleu), "sentences_per_s": one(speed),
+                                     "bootstrap": {"mean": bleu, "ci": ci, "significant": significant},
+                                     **buckets(*bucket_bleu)}}
     comparison = {
+        "baseline": "transformer",
         "splits": ["test_2016_flickr"],
         "length_buckets": ["1-10", "11-20", "21+"],
-        "models": {"lstm": {"test_2016_flickr": buckets(35.0, 28.0, 12.5)},
-                   "transformer": {"test_2016_flickr": buckets(36.0, 35.0, None)}},
+        "models": {"lstm": row(1_034, 30.5, 1.25, True, 40.0, 35.0, 28.0, 12.5),
+                   "transformer": row(9_512, 35.1, 1.5, None, 54.5, 36.0, 35.0, None)},
         "examples": {"test_2016_flickr": [{"index": 3, "source": "A <cat>.", "reference": "Eine Katze.",
                                            "outputs": {"lstm": "Ein Hund.", "transformer": "Eine Katze."}}]},
     }
@@ -72,7 +80,8 @@ def embedded_pngs(page_html):
 def test_markdown_html_renders_the_compare_stage_table():
     assert markdown_html(TABLE) == (
         "<table><tr><th>Model</th><th>Parameters</th><th>test BLEU</th></tr>"
-        '<tr><td>transformer</td><td class="number">9,512</td><td class="number"><strong>35.12</strong> +- 0.40</td></tr>'
+        '<tr><td>transformer</td><td class="number">9,512</td>'
+        '<td class="number"><strong>35.12</strong> +- 0.40</td></tr>'
         '<tr><td>lstm</td><td class="number">1,034</td><td class="number">30.50 *</td></tr></table>\n'
         "<p>sacreBLEU signatures:</p>\n"
         "<ul><li>BLEU: <code>nrefs:1|case:mixed|tok:13a</code></li></ul>")
@@ -82,7 +91,7 @@ def test_markdown_html_renders_the_compare_stage_table():
 def test_report_embeds_every_plot(outputs):
     metrics, results = outputs
     page = report(["lstm", "transformer", "cnn"], metrics, results)
-    assert page.figures == ["length-buckets", "learning-curves", "frontier", "attention-transformer", "attention-cnn"]
+    assert page.figures == ["frontier", "length-buckets", "learning-curves", "attention-transformer", "attention-cnn"]
     assert page.missing == ["claims: `results/claims.md` is not written yet; `dvc repro analyze` writes it"]
     text = (results / "report.html").read_text()
     assert all(png.startswith(b"\x89PNG\r\n\x1a\n") for png in embedded_pngs(text))
@@ -93,6 +102,24 @@ def test_report_embeds_every_plot(outputs):
     assert "<td>3</td><td>A &lt;cat&gt;.</td><td>Eine Katze.</td><td>Ein Hund.</td><td>Eine Katze.</td>" in text
     assert "Models without attention (nothing to draw): lstm." in text
     assert "transformer/seed1: source attention" in text  # one heatmap per model: its first seed
+
+
+def test_report_shows_the_answer_first(outputs):
+    """The headline table, then the quality/cost plot, then the details (the full table and the other plots)."""
+    metrics, results = outputs
+    report(["lstm", "transformer", "cnn"], metrics, results)
+    text = (results / "report.html").read_text()
+    headline = text.index("<th>Model</th><th>Parameters</th><th>Training time</th><th>test_2016_flickr BLEU</th>"
+                          "<th>95% CI</th><th>Decoding sentences/s</th>")
+    assert ('<tr><td>lstm</td><td class="number">1,034</td><td class="number">0:07:05</td>'
+            '<td class="number">30.50*</td><td class="number">[29.25, 31.75]</td><td class="number">40.0</td></tr>'
+            in text)
+    assert '<tr><td>transformer (baseline)</td><td class="number">9,512</td>' in text
+    positions = [headline, text.index('id="frontier"'), text.index("<h2>Comparison</h2>"),
+                 text.index('id="length-buckets"'), text.index('id="learning-curves"'),
+                 text.index('id="attention-transformer"'), text.index("<th>test_2016_flickr</th><th>source</th>")]
+    assert positions == sorted(positions)
+    assert "BLEU on test_2016_flickr against parameter count, training time and decoding speed" in text
 
 
 def test_report_names_what_is_missing_and_who_writes_it(outputs):
@@ -109,11 +136,13 @@ def test_report_names_what_is_missing_and_who_writes_it(outputs):
     assert page.figures == ["frontier", "attention-cnn"]
     assert page.missing == [
         f"model gru: no `{metrics}/gru/**/eval.json`; the evaluate stage writes it",
+        "headline table: `results/comparison.json` lacks sizes, training times or BLEU intervals; "
+        "the compare stage writes them",
+        f"size of cnn: no `{metrics}/cnn/train.json`; the train stage writes it",
         "BLEU by source-length bucket: `results/comparison.json` has no `length_buckets`; the compare stage writes it",
         "learning curves of lstm, transformer/seed1, transformer/seed2, cnn: no `learning_curve.csv` with columns "
         "wall_seconds, target_tokens, val_bleu and a validation BLEU beside their train.json; the train stage "
         "writes it when `train.val_bleu_sentences` is above 0",
-        f"size of cnn: no `{metrics}/cnn/train.json`; the train stage writes it",
         f"attention of transformer: no `{metrics}/transformer/seed1/attention.json`; the evaluate stage writes it",
         "example translations: `results/comparison.json` has no `examples`; the compare stage writes it",
     ]

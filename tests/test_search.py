@@ -2,8 +2,8 @@ import itertools
 
 import pytest
 import torch
-from conftest import BOS, EOS, PAD, TINY_VARIANTS, make_tiny_model
 
+from conftest import BOS, EOS, PAD, TINY_VARIANTS, make_tiny_model
 from nmtbench.decoding.search import _banned_ngram_tokens, beam_search, greedy, length_penalty, max_lengths
 from nmtbench.models.registry import build_model
 
@@ -84,7 +84,8 @@ def test_scores_are_the_teacher_forced_log_probability_over_the_penalty(name, pe
         for h in hyps:
             log_prob = sequence_log_prob(model, row, h.tokens, h.ended)
             assert h.log_prob == pytest.approx(log_prob, abs=1e-4)
-            assert h.score == pytest.approx(log_prob / length_penalty(penalty, alpha, len(h.tokens) + h.ended), abs=1e-4)
+            penalty_at_length = length_penalty(penalty, alpha, len(h.tokens) + h.ended)
+            assert h.score == pytest.approx(log_prob / penalty_at_length, abs=1e-4)
 
 
 @pytest.mark.parametrize("name", ["lstm_additive", "transformer_post", "decoder_only", "cnn"])
@@ -110,7 +111,8 @@ def test_a_wide_beam_finds_the_exhaustive_best(name):
 def test_min_length_and_ngram_blocking_hold():
     model = make_tiny_model("transformer_post")
     src, mask = padded(sources())
-    for hyps in beam_search(model, src, mask, BOS, EOS, max_lengths(mask, 3.0, 6), beam=3, min_len=4, no_repeat_ngram=2):
+    for hyps in beam_search(model, src, mask, BOS, EOS, max_lengths(mask, 3.0, 6), beam=3, min_len=4,
+                            no_repeat_ngram=2):
         tokens = hyps[0].tokens
         assert len(tokens) >= 4
         bigrams = list(zip(tokens, tokens[1:]))
@@ -177,7 +179,7 @@ def test_early_exit_skips_steps_without_changing_the_result(name, monkeypatch):
         model = eos_prone(make_tiny_model(name))
         calls = []
         inner = model.decode_step
-        model.decode_step = lambda state, y: calls.append(1) or inner(state, y)
+        model.decode_step = lambda state, y, calls=calls, inner=inner: calls.append(1) or inner(state, y)
         found = [[(h.tokens, round(h.score, 5)) for h in hyps]
                  for penalty, alpha, nbest in (("none", 0.0, 1), ("gnmt", 1.0, 1), ("normalize", 0.6, 2))
                  for hyps in beam_search(model, src, mask, BOS, EOS, budget, beam=4, nbest=nbest,

@@ -1,3 +1,5 @@
-from nmtbench.cli import main
 import sys
+
+from nmtbench.cli import main
+
 sys.exit(main())

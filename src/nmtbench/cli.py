@@ -40,9 +40,8 @@ def _evaluate(args):
 
 
 def _compare(args):
-    from nmtbench.evaluation.compare import compare
-
     from nmtbench.data.tokenizer import load_tokenized
+    from nmtbench.evaluation.compare import compare
 
     params = load_params(args.params)
     compare(list(params.models), params.seeds, params.compare, load_tokenized())
@@ -158,10 +157,14 @@ def main(argv: list[str] | None = None) -> int:
         command.set_defaults(run=run)
     commands.add_parser("compare", help="the side-by-side table of every model: scores over seeds, "
                         "significance, BLEU by length, examples").set_defaults(run=_compare)
-    commands.add_parser("beam-sweep", help="BLEU and speed of one model over beam sizes and alphas").set_defaults(run=_beam_sweep)
-    commands.add_parser("analyze", help="measure the textbook claims about RNNs and Transformers").set_defaults(run=_analyze)
-    commands.add_parser("report", help="results/report.html: the table and every plot on one page").set_defaults(run=_report)
-    commands.add_parser("dashboard", help="a W&B report comparing the runs (needs a W&B account)").set_defaults(run=_dashboard)
+    commands.add_parser("beam-sweep", help="BLEU and speed of one model over beam sizes and alphas"
+                        ).set_defaults(run=_beam_sweep)
+    commands.add_parser("analyze", help="measure the textbook claims about RNNs and Transformers"
+                        ).set_defaults(run=_analyze)
+    commands.add_parser("report", help="results/report.html: the table and every plot on one page"
+                        ).set_defaults(run=_report)
+    commands.add_parser("dashboard", help="a W&B report comparing the runs (needs a W&B account)"
+                        ).set_defaults(run=_dashboard)
     translate = commands.add_parser("translate", help="translate a file or standard input with a trained model")
     translate.add_argument("model_dir", help="a trained model folder, e.g. models/transformer/seed42")
     translate.add_argument("input", nargs="?", default="-", help="one sentence per line (default: standard input)")

@@ -329,7 +329,8 @@ class AnalyzeConfig:
             raise ConfigError(f"analyze.train_length: must be in [min_length, 100] so tests reach 2L <= 200, "
                               f"got {self.train_length}")
         if self.vocab_size < 8:
-            raise ConfigError(f"analyze.vocab_size: must be at least 8 (4 special tokens and symbols), got {self.vocab_size}")
+            raise ConfigError(f"analyze.vocab_size: must be at least 8 (4 special tokens and symbols), "
+                              f"got {self.vocab_size}")
 
 
 @dataclass

@@ -149,7 +149,8 @@ def read_table(run_dir: Path, reference: dict) -> dict:
     """The {"columns": [...], "data": [[...], ...]} of a table an offline run's summary refers to."""
     path = Path(run_dir) / "files" / reference["path"]
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: the table this run's summary names is missing; re-run the stage that logged it")
+        raise FileNotFoundError(f"{path}: the table this run's summary names is missing; "
+                                "re-run the stage that logged it")
     return json.loads(path.read_text())
 
 

@@ -24,10 +24,11 @@ def device_name(device: str) -> str:
     return f"CPU, {torch.get_num_threads()} thread{'s' if torch.get_num_threads() > 1 else ''}"
 
 
-def analyze(params: Params, tokenized_dir: Path = Path("data/tokenized"), out_dir: Path = Path("results")) -> list[dict]:
+def analyze(params: Params, tokenized_dir: Path = Path("data/tokenized"),
+            out_dir: Path = Path("results")) -> list[dict]:
     cfg = params.analyze
     if cfg is None:
-        raise ConfigError("analyze: params.yaml has no analyze block; add one (see README, 'The textbook claims, measured')")
+        raise ConfigError("analyze: params.yaml has no analyze block; add one (see docs/claims.md)")
     if cfg.device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("analyze.device: cuda, but no GPU is visible; set analyze.device: cpu")
     for name, block in cfg.models.items():  # refuse a bad block before any work

@@ -72,10 +72,11 @@ def claim_complexity(m: dict) -> dict:
     near_d = crossing is not None and d / NEAR <= crossing <= d * NEAR
     verdict = FAILS if not ok_order else (HOLDS if ok_params and near_d else CAVEAT)
     text = (f"FLOPs growth order at the longest T: {', '.join(f'{r} {fmt(v)}' for r, v in recurrent.items())}, "
-            f"transformer {fmt(attention)}, cnn {fmt(convolution)} (its decoder layers attend to the source); parameters "
-            f"against d: "
-            f"{', '.join(f'{n} {fmt(p)}' for n, p in params.items())} (embedding tables left out); attention's T^2 term "
-            f"costs as much per position as the vanilla RNN at T = {fmt(crossing, 0)} (textbook: T = d = {d})")
+            f"transformer {fmt(attention)}, cnn {fmt(convolution)} (its decoder layers attend to the source); "
+            f"parameters against d: "
+            f"{', '.join(f'{n} {fmt(p)}' for n, p in params.items())} (embedding tables left out); "
+            f"attention's T^2 term costs as much per position as the vanilla RNN at T = {fmt(crossing, 0)} "
+            f"(textbook: T = d = {d})")
     return {"measurement": text, "verdict": verdict, "plot": "claims/complexity.png"}
 
 
@@ -169,7 +170,8 @@ def claim_bottleneck(m: dict) -> dict:
 def claim_positions(m: dict) -> dict:
     roles, L = m["roles"], m["train_length"]
     tasks = list(m["synthetic"])
-    beyond = {role: mean(accuracy_in(m, t, roles[role], L + 1, 2 * L) for t in tasks) for role in ("sinusoidal", "learned")}
+    beyond = {role: mean(accuracy_in(m, t, roles[role], L + 1, 2 * L) for t in tasks)
+              for role in ("sinusoidal", "learned")}
     within = {role: mean(accuracy_in(m, t, roles[role], m["min_length"], L) for t in tasks) for role in beyond}
     better = beyond["sinusoidal"] - beyond["learned"] >= ACCURACY_GAP
     verdict = (HOLDS if beyond["learned"] < ACCURACY_GAP else CAVEAT) if better else FAILS
@@ -188,7 +190,8 @@ def claim_decoder_only(m: dict) -> dict:
     half = HALF[0] <= ratio <= HALF[1]
     as_good = acc["decoder_only"] >= acc["encoder_decoder"] - ACCURACY_GAP / 2
     verdict = HOLDS if half and as_good else (CAVEAT if half or as_good else FAILS)
-    text = (f"parameters {sweep[roles['decoder_only']]['params']:,} against {sweep[roles['encoder_decoder']]['params']:,} "
+    text = (f"parameters {sweep[roles['decoder_only']]['params']:,} "
+            f"against {sweep[roles['encoder_decoder']]['params']:,} "
             f"(ratio {ratio:.2f}); exact match within the trained lengths {acc['decoder_only']:.2f} against "
             f"{acc['encoder_decoder']:.2f}")
     return {"measurement": text, "verdict": verdict, "plot": "claims/synthetic.png"}

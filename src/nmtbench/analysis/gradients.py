@@ -78,7 +78,8 @@ def probe(cfg: AnalyzeConfig, tokenized_dir: Path) -> dict:
     """Per gradient model: the curve by distance at initialisation and after probe_steps of training on
     Multi30k with and without clipping, with each run's pre-clipping gradient norms and losses."""
     vocab = read_vocab(tokenized_dir)
-    batch = {key: value.to(cfg.device) for key, value in probe_batch(tokenized_dir, cfg.probe_rows, cfg.probe_length).items()}
+    batch = {key: value.to(cfg.device)
+             for key, value in probe_batch(tokenized_dir, cfg.probe_rows, cfg.probe_length).items()}
     curve = lambda model: by_distance(gradient_map(model.to(cfg.device).eval(), **batch))  # noqa: E731
     result = {}
     for name in cfg.gradient_models:

@@ -114,7 +114,8 @@ class TranslationData(L.LightningDataModule):
         from nmtbench.data.tokenizer import load_tokenized
 
         dataset = load_tokenized(self.tokenized_dir)
-        self.splits = {name: PairDataset(dataset[name]["src_ids"], dataset[name]["tgt_ids"]) for name in ("train", "val")}
+        self.splits = {name: PairDataset(dataset[name]["src_ids"], dataset[name]["tgt_ids"])
+                       for name in ("train", "val")}
 
     def loader(self, split: str, train: bool) -> DataLoader:
         data = self.splits[split]

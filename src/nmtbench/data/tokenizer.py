@@ -16,8 +16,8 @@ from datasets import Dataset, DatasetDict, Features, List, Value, load_from_disk
 
 from nmtbench.config import Params, TokenizeConfig
 from nmtbench.data.prepare import load_prepared
-from nmtbench.files import atomic_dir, write_json
 from nmtbench.data.sources import DataError
+from nmtbench.files import atomic_dir, write_json
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 SEED = 0  # fixed rather than train.seed, so changing the training seed keeps the vocabulary

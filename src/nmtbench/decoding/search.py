@@ -147,7 +147,8 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, bos: 
         for i, j in ends.nonzero().tolist():
             lp = float(top_scores[i, j])
             history = tokens[i * K + from_beam[i, j], 1:].tolist()
-            ended[sentence[i]].append(Hypothesis(history, lp, lp / length_penalty(penalty, alpha, len(history) + 1), True))
+            score = lp / length_penalty(penalty, alpha, len(history) + 1)
+            ended[sentence[i]].append(Hypothesis(history, lp, score, True))
         scores, pick = top_scores.masked_fill(is_eos, float("-inf")).topk(K, dim=1)  # the K best that go on
         rows = (torch.arange(n, device=device)[:, None] * K + from_beam.gather(1, pick)).view(-1)
         tokens = torch.cat([tokens[rows], token.gather(1, pick).view(-1, 1)], dim=1)

@@ -32,7 +32,7 @@ class Translator:
         self.model, self.tokenizer, self.cfg = model.eval(), tokenizer, cfg
 
     @classmethod
-    def from_model_dir(cls, model_dir: Path, cfg: DecodeConfig) -> "Translator":
+    def from_model_dir(cls, model_dir: Path, cfg: DecodeConfig) -> Translator:
         """A trained model folder (best.ckpt beside the tokenizer it was trained with)."""
         from nmtbench.training.train import CheckpointError, load_model
 

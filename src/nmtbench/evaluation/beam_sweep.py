@@ -45,8 +45,8 @@ def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out
 
 
 def table(result: dict) -> str:
-    lines = [f"# Beam sweep: {result['model']} (seed {result['seed']}) on {result['split']} ({result['sentences']} sentences, "
-             f"{result['length_penalty']} length penalty)", "",
+    lines = [f"# Beam sweep: {result['model']} (seed {result['seed']}) on {result['split']} "
+             f"({result['sentences']} sentences, {result['length_penalty']} length penalty)", "",
              "| beam | alpha | BLEU | chrF | sentences/s | target tokens/s |", "|---:|---:|---:|---:|---:|---:|"]
     lines += [f"| {r['beam']} | {r['alpha']:g} | {r['bleu']:.2f} | {r['chrf']:.2f} | {r['sentences_per_s']:,.1f} "
               f"| {r['target_tokens_per_s']:,.0f} |" for r in result["rows"]]
@@ -63,7 +63,8 @@ def plot(result: dict, path: Path) -> None:
     for alpha in dict.fromkeys(r["alpha"] for r in result["rows"]):
         rows = [r for r in result["rows"] if r["alpha"] == alpha]
         quality.plot([r["beam"] for r in rows], [r["bleu"] for r in rows], marker="o", label=f"alpha {alpha:g}")
-        speed.plot([r["beam"] for r in rows], [r["sentences_per_s"] for r in rows], marker="o", label=f"alpha {alpha:g}")
+        speed.plot([r["beam"] for r in rows], [r["sentences_per_s"] for r in rows], marker="o",
+                   label=f"alpha {alpha:g}")
     quality.set(xlabel="beam size", ylabel="BLEU", title=f"{result['model']}: quality")
     speed.set(xlabel="beam size", ylabel="sentences / s", title="decoding speed")
     quality.legend()

@@ -161,7 +161,8 @@ def _common_splits(evals: dict[tuple[str, int], dict], metrics_dir: Path) -> lis
     splits = list(evals[first])
     for run in others:
         if list(evals[run]) != splits:
-            raise ValueError(f"{metrics_dir / run_dir(*run) / 'eval.json'} scores {', '.join(evals[run]) or 'no splits'} "
+            raise ValueError(f"{metrics_dir / run_dir(*run) / 'eval.json'} scores "
+                             f"{', '.join(evals[run]) or 'no splits'} "
                              f"but {metrics_dir / run_dir(*first) / 'eval.json'} scores {', '.join(splits)}; "
                              f"re-run `dvc repro evaluate@{run[0]}-{run[1]}`")
     for run, scores in evals.items():

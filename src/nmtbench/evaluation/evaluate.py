@@ -69,7 +69,8 @@ def evaluate(params: Params, name: str, seed: int | None = None, tokenized_dir: 
     write_json(metrics_path, metrics)
     if logger:
         log_tables(logger, translations)
-        finish_run(logger, {f"{split}/{key}": value for split, scores in metrics.items() for key, value in scores.items()})
+        finish_run(logger, {f"{split}/{key}": value
+                            for split, scores in metrics.items() for key, value in scores.items()})
     return metrics
 
 

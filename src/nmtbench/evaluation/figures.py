@@ -44,19 +44,25 @@ def _legend_beside(axes) -> None:
 
 
 def frontier(points: list[dict], split: str) -> bytes:
-    """Quality against cost: BLEU against parameter count and against decoding speed, one point per run.
+    """Quality against cost: BLEU against parameter count, training time and decoding speed, one point per run.
 
-    points: [{"label", "params", "sentences_per_s", "bleu"}, ...]
+    points: [{"label", "params", "train_seconds" (None: not recorded), "sentences_per_s", "bleu"}, ...]
     """
-    fig, (size, speed) = _pyplot().subplots(1, 2, figsize=(10, 4))
+    fig, (size, time, speed) = _pyplot().subplots(1, 3, figsize=(14, 4))
     styles = run_styles([point["label"] for point in points])
-    for axes, key in ((size, "params"), (speed, "sentences_per_s")):
+    # sizes and speeds span orders of magnitude; training times under one budget sit close together
+    for axes, key, scale in ((size, "params", "log"), (time, "train_seconds", "linear"),
+                             (speed, "sentences_per_s", "log")):
         for point in points:
+            if point[key] is None:
+                continue
             style = styles[point["label"]]
-            axes.scatter(point[key], point["bleu"], color=style["color"], marker=style["marker"], label=point["label"])
-        axes.set_xscale("log")
+            x = point[key] / 60 if key == "train_seconds" else point[key]
+            axes.scatter(x, point["bleu"], color=style["color"], marker=style["marker"], label=point["label"])
+        axes.set_xscale(scale)
     _legend_beside(speed)
     size.set(xlabel="parameters", ylabel=f"BLEU ({split})", title="BLEU against model size")
+    time.set(xlabel="training time (minutes)", ylabel=f"BLEU ({split})", title="BLEU against training time")
     speed.set(xlabel="sentences / s (decoding)", ylabel=f"BLEU ({split})", title="BLEU against decoding speed")
     return _png(fig)
 

@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 from nmtbench.evaluation import figures
+from nmtbench.evaluation.compare import SIGNIFICANCE_LEVEL, _cell, _duration, _table_head
 from nmtbench.files import write_text
 
 CURVE_COLUMNS = ("wall_seconds", "target_tokens", "val_bleu")
@@ -60,8 +61,8 @@ class Page:
     def html(self, title: str) -> str:
         lacking = "".join(f"<li>{_inline(item)}</li>" for item in self.missing)
         summary = f'<p class="missing">This page lacks:</p><ul class="missing">{lacking}</ul>' if lacking else ""
-        return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{html.escape(title)}</title>\n'
-                f"<style>{STYLE}</style>\n</head>\n<body>\n<h1>{html.escape(title)}</h1>\n{summary}\n"
+        return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+                f"<title>{html.escape(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{html.escape(title)}</h1>\n{summary}\n"
                 + "\n".join(self.parts) + "\n</body>\n</html>\n")
 
 
@@ -71,6 +72,10 @@ def report(model_names: list[str], metrics_dir: Path = Path("metrics"), results_
     table = _required(results_dir / "comparison.md")
     comparison = json.loads(_required(results_dir / "comparison.json"))
     page = Page()
+    # The answer first: quality against cost, as a table and a plot; the details follow.
+    runs = _runs(model_names, metrics_dir, page)
+    _headline_section(page, comparison)
+    _frontier_section(page, runs)
     claims = results_dir / "claims.md"
     if claims.is_file():
         page.add('<p>The claims checked against these results: <a href="claims.md">claims.md</a>.</p>')
@@ -78,11 +83,8 @@ def report(model_names: list[str], metrics_dir: Path = Path("metrics"), results_
         page.lack("claims", "`results/claims.md` is not written yet; `dvc repro analyze` writes it")
     page.heading("Comparison")
     page.add(markdown_html(table))
-
-    runs = _runs(model_names, metrics_dir, page)
     _length_section(page, comparison)
     _curves_section(page, runs)
-    _frontier_section(page, runs)
     _attention_section(page, runs)
     _examples_section(page, comparison)
     write_text(results_dir / "report.html", page.html("nmtbench: RNN/LSTM and Transformer translation models compared"))
@@ -106,11 +108,36 @@ def _runs(model_names: list[str], metrics_dir: Path, page: Page) -> dict[str, Pa
     return runs
 
 
+def _headline_section(page: Page, comparison: dict) -> None:
+    """Per model: size, training time, BLEU with its 95% interval and decoding speed on the first test set."""
+    page.heading("Quality against cost")
+    models, splits = comparison.get("models"), comparison.get("splits")
+    needed = ("params", "train_seconds")
+    if not models or not splits or any(key not in row or "bootstrap" not in row.get(splits[0], {})
+                                       for row in models.values() for key in needed):
+        page.lack("headline table", "`results/comparison.json` lacks sizes, training times or BLEU intervals; "
+                                    "the compare stage writes them")
+        return
+    split = splits[0]
+    lines = _table_head(["Model", "Parameters", "Training time", f"{split} BLEU", "95% CI", "Decoding sentences/s"])
+    for name, row in models.items():
+        scores, test = row[split], row[split]["bootstrap"]
+        lines.append("| " + " | ".join([
+            f"{name} (baseline)" if name == comparison.get("baseline") else name, f"{row['params']:,}",
+            _duration(row["train_seconds"]["mean"]), _cell(scores["bleu"]) + ("*" if test["significant"] else ""),
+            f"[{test['mean'] - test['ci']:.2f}, {test['mean'] + test['ci']:.2f}]",
+            _cell(scores["sentences_per_s"], 1)]) + " |")
+    page.add(markdown_html("\n".join(lines)))
+    page.add(f"<p>BLEU: cased sacreBLEU, beam search; *: differs from the baseline with p &lt; {SIGNIFICANCE_LEVEL} "
+             "(paired bootstrap); decoding speed: the evaluate stage's, on the machine that ran it. Details below.</p>")
+
+
 def _length_section(page: Page, comparison: dict) -> None:
     page.heading("BLEU by source length")
     buckets = comparison.get("length_buckets")
     if not buckets:
-        page.lack("BLEU by source-length bucket", "`results/comparison.json` has no `length_buckets`; the compare stage writes it")
+        page.lack("BLEU by source-length bucket",
+                  "`results/comparison.json` has no `length_buckets`; the compare stage writes it")
         return
     split = comparison["splits"][0]
     bleu = {name: [(row[split]["length_buckets"][bucket]["bleu"] or {"mean": math.nan})["mean"] for bucket in buckets]
@@ -149,7 +176,6 @@ def _curve(path: Path) -> list[dict]:
 
 
 def _frontier_section(page: Page, runs: dict[str, Path]) -> None:
-    page.heading("Quality against cost")
     points, split = [], None
     for label, folder in runs.items():
         train_path = folder / "train.json"
@@ -158,11 +184,13 @@ def _frontier_section(page: Page, runs: dict[str, Path]) -> None:
             continue
         scores = json.loads((folder / "eval.json").read_text())
         split = split or next(iter(scores))
-        points.append({"label": label, "params": json.loads(train_path.read_text())["params"],
+        train = json.loads(train_path.read_text())
+        points.append({"label": label, "params": train["params"], "train_seconds": train.get("train_seconds"),
                        "bleu": scores[split]["bleu"], "sentences_per_s": scores[split]["sentences_per_s"]})
     if points:
         page.figure("frontier", figures.frontier(points, split),
-                    f"BLEU on {split} against parameter count and against decoding speed (beam search, this machine)")
+                    f"BLEU on {split} against parameter count, training time and decoding speed "
+                    "(beam search, this machine)")
 
 
 def _attention_section(page: Page, runs: dict[str, Path]) -> None:

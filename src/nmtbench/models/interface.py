@@ -22,7 +22,7 @@ class DecoderState:
     step: int = 0  # number of target tokens already consumed
     attention: torch.Tensor | None = None  # (B, S) source attention of the last step, where the model has one
 
-    def reorder(self, index: torch.Tensor) -> "DecoderState":
+    def reorder(self, index: torch.Tensor) -> DecoderState:
         """Keep rows `index` (B',) of every cached tensor, e.g. the surviving beams."""
         def pick(value):
             if isinstance(value, tuple):

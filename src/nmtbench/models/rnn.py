@@ -71,7 +71,8 @@ class RNNSeq2Seq(Seq2Seq):
         packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
         out, final = self.encoder(packed)
         out, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))  # (B, S, H)
-        final = tuple(self._join_directions(f) for f in final) if isinstance(final, tuple) else self._join_directions(final)
+        final = (tuple(self._join_directions(f) for f in final) if isinstance(final, tuple)
+                 else self._join_directions(final))
         keys = self.scorer.keys(out) if self.cfg.attention != "none" else None
         return {"enc": out, "keys": keys, "final": final}
 

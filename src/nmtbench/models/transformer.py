@@ -1,9 +1,10 @@
 """Transformer encoder-decoder (Vaswani et al. 2017), post-norm as in the paper or pre-norm, with
 sinusoidal, learned or relative (Shaw et al. 2018) positions.
 
-Everything for the family's forward pass is in this file; the decoder-only model reuses its layers. Incremental decoding caches, per decoder
-layer, the self-attention keys and values of the target prefix and the cross-attention keys and values
-of the source, so a step costs O(t d) attention work instead of re-running the prefix.
+Everything for the family's forward pass is in this file; the decoder-only model reuses its layers.
+Incremental decoding caches, per decoder layer, the self-attention keys and values of the target prefix
+and the cross-attention keys and values of the source, so a step costs O(t d) attention work instead of
+re-running the prefix.
 """
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ class TransformerConfig:
         if self.d_model % self.heads:
             raise ConfigError(f"{where}: d_model ({self.d_model}) must be divisible by heads ({self.heads})")
         if min(self.d_model, self.heads, self.layers, self.d_ff, self.max_positions, self.relative_clip) < 1:
-            raise ConfigError(f"{where}: d_model, heads, layers, d_ff, max_positions and relative_clip must be positive")
+            raise ConfigError(f"{where}: d_model, heads, layers, d_ff, max_positions and relative_clip "
+                              "must be positive")
         if not 0 <= self.dropout < 1:
             raise ConfigError(f"{where}.dropout: must be in [0, 1), got {self.dropout}")
 

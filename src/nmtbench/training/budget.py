@@ -89,7 +89,8 @@ class FlopBudget(L.Callback):
 
     @staticmethod
     def _sum_over_ranks(trainer, pl_module, flops: int) -> int:
-        return int(trainer.strategy.reduce(torch.tensor(flops, dtype=torch.int64, device=pl_module.device), reduce_op="sum"))
+        count = torch.tensor(flops, dtype=torch.int64, device=pl_module.device)
+        return int(trainer.strategy.reduce(count, reduce_op="sum"))
 
     def state_dict(self) -> dict:
         return {"spent": self.spent + self.unshared}

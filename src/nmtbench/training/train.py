@@ -17,8 +17,8 @@ from lightning.pytorch.utilities import rank_zero_only
 from nmtbench.config import ConfigError, Params, run_dir
 from nmtbench.data.batching import TranslationData
 from nmtbench.data.tokenizer import PAD, Tokenizer, load_tokenized
-from nmtbench.models.registry import model_config
 from nmtbench.files import write_json
+from nmtbench.models.registry import model_config
 from nmtbench.tracking import finish_run, make_wandb_logger, run_tags
 from nmtbench.training.budget import ValidateLastStep, budget_limits
 from nmtbench.training.checkpoints import AtomicCheckpointIO, average_state_dicts, resumable_checkpoint
@@ -66,15 +66,16 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
     curve = LearningCurve(metrics_path.parent / "learning_curve.csv")
     callbacks = [checkpoint, curve, flop_budget, ValidateLastStep()]
     if cfg.checkpoint_every_steps:
-        callbacks.append(ModelCheckpoint(dirpath=unfinished, filename="last", every_n_train_steps=cfg.checkpoint_every_steps,
-                                         enable_version_counter=False))
+        callbacks.append(ModelCheckpoint(dirpath=unfinished, filename="last",
+                                         every_n_train_steps=cfg.checkpoint_every_steps, enable_version_counter=False))
     if cfg.average_last:  # the weights of the last average_last validations, by step
         snapshots = ModelCheckpoint(dirpath=unfinished, filename="validated-{step}", monitor="step", mode="max",
                                     save_top_k=cfg.average_last, save_weights_only=True, auto_insert_metric_name=False)
         callbacks.append(snapshots)
     if cfg.val_bleu_sentences != 0:
         val, first = load_tokenized(tokenized_dir)["val"], cfg.val_bleu_sentences
-        callbacks.append(ValidationBleu(Tokenizer(tokenized_dir), list(val["src_ids"])[:first], list(val["tgt"])[:first]))
+        callbacks.append(ValidationBleu(Tokenizer(tokenized_dir), list(val["src_ids"])[:first],
+                                        list(val["tgt"])[:first]))
     if cfg.early_stopping_patience:
         callbacks.append(EarlyStopping(monitor=monitor, mode=mode, patience=cfg.early_stopping_patience))
     trainer = L.Trainer(
