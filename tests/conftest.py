@@ -83,3 +83,15 @@ def make_data_mirror(tmp_path):
             checksums[file_name] = hashlib.sha256(path.read_bytes()).hexdigest()
         return folder, checksums
     return make
+
+
+@pytest.fixture
+def old_output(tmp_path):
+    """An earlier complete output of the prepare stage in tmp_path/out, which a failed run must leave as it was."""
+    (tmp_path / "out" / "prepared").mkdir(parents=True)
+    (tmp_path / "out" / "prepared" / "old-output").write_text("kept")
+
+
+def assert_nothing_written(tmp_path):
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["prepared"]  # no stats, no work or temp folder
+    assert [p.name for p in (tmp_path / "out" / "prepared").iterdir()] == ["old-output"]

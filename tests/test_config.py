@@ -1,7 +1,7 @@
 import pytest
 import yaml
 
-from nmtbench.config import ConfigError, load_params, merge, parse_params, run_dir
+from nmtbench.config import ConfigError, apply_profile, load_params, merge, parse_params, run_dir
 from nmtbench.models.registry import model_config
 
 
@@ -20,6 +20,22 @@ def test_default_params_load():
     ({"data": {"src_lang": "xx"}}, "data.src_lang: 'xx' is not valid; choose one of en, de, fr, cs"),
     ({"data": {"tgt_lang": "en"}}, "data.tgt_lang: 'en' is not valid; choose one of de, fr, cs"),
     ({"data": {"src_lang": "cs"}}, "test_2017_flickr has no Czech"),
+    ({"data": {"eval_splits": ["newstest2014"]}}, "data.eval_splits: 'newstest2014' is not valid; choose one of val, "
+                                                  "test_2016_flickr, test_2017_flickr"),
+    ({"data": {"source": {"kind": "ftp"}}}, "data.source.kind: 'ftp' is not valid; choose one of multi30k, files, hub"),
+    ({"data": {"source": {"kind": "files", "path": None}}}, "data.source.path: kind files needs the corpus folder"),
+    ({"data": {"source": {"kind": "hub"}}}, "data.source.name: kind hub needs a dataset id, e.g. name: wmt/wmt14"),
+    ({"data": {"source": {"kind": "hub", "name": "x", "splits": {"val": 1}}}},
+     "data.source.splits: expected our split name -> the dataset's split name, got 'val': 1"),
+    ({"data": {"source": {"url": "x"}}}, "data.source: unknown key(s) url"),
+    ({"data": {"source": {"kind": "files", "path": "c"}, "src_lang": "xx", "tgt_lang": "xx"}},
+     "data.tgt_lang: 'xx' is also data.src_lang; choose another language"),
+    ({"data": {"source": {"kind": "files", "path": "c"}, "eval_splits": []}},
+     "data.eval_splits: expected distinct split names other than train, e.g. [test], got []"),
+    ({"data": {"source": {"kind": "files", "path": "c"}, "eval_splits": ["train"]}}, "data.eval_splits: expected"),
+    ({"beam_sweep": {"split": "test_2018_flickr"}}, "beam_sweep.split: 'test_2018_flickr' is not valid; choose one "
+                                                    "of val, test_2016_flickr, test_2017_flickr"),
+    ({"report": {"attention_split": "train"}}, "report.attention_split: 'train' is not valid; choose one of val, "),
     ({"train": {"lr": -1}}, "train.lr: must be > 0"),
     ({"train": {"budget": {"kind": "joules", "value": 1}}}, "train.budget.kind: 'joules' is not valid"),
     ({"train": {"budget": {"kind": "flops", "value": None}}}, "train.budget.value: budget kind flops needs a value"),
@@ -56,6 +72,18 @@ def test_bad_params_name_the_key_and_the_fix(override, message):
     assert message in str(error.value)
 
 
+def test_files_and_hub_sources_take_any_languages_and_split_names():
+    files = {"source": {"kind": "files", "path": "/data/my-corpus"}, "src_lang": "en", "tgt_lang": "sw",
+             "eval_splits": ["mytest", "flores"]}
+    params = parse_params(merge(raw(), {"data": files, "beam_sweep": {"split": "flores"}}))
+    assert (params.data.source.kind, params.data.source.path, params.data.pair) == ("files", "/data/my-corpus", "en-sw")
+    assert params.data.splits == ["train", "val", "mytest", "flores"]
+    assert params.beam_sweep.split == "flores" and params.report.attention_split is None  # None: the first test set
+    hub = {"kind": "hub", "name": "wmt/wmt14", "config": "de-en", "splits": {"val": "validation", "newstest2014": "test"}}
+    source = parse_params(merge(raw(), {"data": {"source": hub, "eval_splits": ["newstest2014"]}})).data.source
+    assert [source.dataset_split(s) for s in ("train", "val", "newstest2014")] == ["train", "validation", "test"]
+
+
 def test_seeds_make_the_grid_and_each_run_its_folder():
     params = parse_params(merge(raw(), {"seeds": [1, 2, 3], "beam_sweep": {"seed": 2}}))
     assert params.seeds == [1, 2, 3] and params.beam_sweep.seed == 2
@@ -79,11 +107,34 @@ def test_missing_params_file_says_where_to_run(tmp_path):
         load_params(tmp_path / "params.yaml")
 
 
-@pytest.mark.parametrize("profile", ["smoke", "gpu"])
+@pytest.mark.parametrize("profile", ["smoke", "gpu", "own_corpus"])
 def test_every_profile_overrides_only_known_keys(profile):
     with open(f"profiles/{profile}.yaml") as f:
         overrides = yaml.safe_load(f)
-    params = parse_params(merge(raw(), overrides))
+    params = parse_params(apply_profile(raw(), overrides))
     assert set(params.models) == set(raw()["models"])  # a profile adjusts the grid, never adds a model by a typo
     for name, block in params.models.items():
         model_config(name, block)  # every overridden key exists in its family
+
+
+@pytest.mark.parametrize("profile, source, pair, eval_splits, models", [
+    ("iwslt2017_deen", ("hub", "IWSLT/iwslt2017", "iwslt2017-de-en"), "de-en", ["test"], ["transformer", "gru_attention"]),
+    ("wmt14_ende", ("hub", "wmt/wmt14", "de-en"), "en-de", ["newstest2014"], ["transformer", "lstm_attention"]),
+])
+def test_recipes_bring_their_corpus_and_replace_the_grid(profile, source, pair, eval_splits, models):
+    with open(f"profiles/{profile}.yaml") as f:
+        params = parse_params(apply_profile(raw(), yaml.safe_load(f)))
+    assert (params.data.source.kind, params.data.source.name, params.data.source.config) == source
+    assert (params.data.pair, params.data.eval_splits, list(params.models)) == (pair, eval_splits, models)
+    assert params.data.source.dataset_split("val") == "validation"
+    assert (params.compare.baseline, params.beam_sweep.model) == ("transformer", "transformer")
+    for name, block in params.models.items():
+        model_config(name, block)
+
+
+def test_apply_profile_replaces_only_the_named_blocks():
+    base = {"models": {"a": {"x": 1}}, "train": {"lr": 1, "steps": 2}}
+    assert apply_profile(base, {"replace": ["models"], "models": {"b": {}}, "train": {"lr": 3}}) == {
+        "models": {"b": {}}, "train": {"lr": 3, "steps": 2}}
+    with pytest.raises(ConfigError, match=r"^replace: expected a list of params blocks .* got \['modles'\]"):
+        apply_profile(base, {"replace": ["modles"]})

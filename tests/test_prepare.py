@@ -1,10 +1,12 @@
+import hashlib
 import json
 
 import pytest
+from conftest import assert_nothing_written
 
-from nmtbench.config import DataConfig, parse_params
+from nmtbench.config import DataConfig, load_params, parse_params
 from nmtbench.data.prepare import load_prepared, prepare
-from nmtbench.data.sources import DataError
+from nmtbench.data.sources import DataError, load_checksums, mirror_from_env, sha256
 
 CONFIG = DataConfig(max_length=8, max_length_ratio=3.0)
 
@@ -28,9 +30,12 @@ def run(make_data_mirror, tmp_path):
     return go
 
 
-def test_stats_count_every_pair_and_drop_reason(run):
+def test_stats_count_every_pair_and_drop_reason(run, tmp_path):
     stats, _, stats_path = run()
     assert json.loads(stats_path.read_text()) == stats
+    names = [f"{split}.{lang}.gz" for split in ("train", "val", "test_2016_flickr", "test_2017_flickr") for lang in ("en", "de")]
+    assert stats.pop("inputs") == {name: sha256(tmp_path / "mirror" / name) for name in names}
+    assert stats.pop("source") == "multi30k"
     assert stats == {"pair": "en-de", "splits": {
         "train": {"lines": 8, "pairs": 4, "dropped": dropped(empty=2, too_long=1, length_ratio=1),
                   "src": lengths(12, 3.0, 3), "tgt": lengths(9, 2.25, 3)},
@@ -73,18 +78,6 @@ def test_params_pick_the_pair_and_eval_splits(run):
     assert list(load_prepared(out)) == ["train", "val", "test_2016_flickr"]
 
 
-def assert_nothing_written(tmp_path):
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["prepared"]  # no stats, no temp folder
-    assert [p.name for p in (tmp_path / "out" / "prepared").iterdir()] == ["old-output"]
-
-
-@pytest.fixture
-def old_output(tmp_path):
-    """An earlier complete output, which a failed run must leave exactly as it was."""
-    (tmp_path / "out" / "prepared").mkdir(parents=True)
-    (tmp_path / "out" / "prepared" / "old-output").write_text("kept")
-
-
 def test_unequal_line_counts(run, tmp_path, old_output):
     with pytest.raises(DataError) as e:
         run(files={"train.en.gz": ["a", "b", "c"], "train.de.gz": ["x", "y"]})
@@ -122,3 +115,37 @@ def test_load_prepared_says_which_stage_to_run(tmp_path):
         load_prepared(tmp_path / "prepared")
     assert str(e.value) == (f"no prepared dataset in {tmp_path / 'prepared'}; "
                             "run the prepare stage first: dvc repro prepare")
+
+
+# The default params on the real Multi30k: what the prepare stage gave before data sources existed.
+MULTI30K_CONTENT_SHA256 = "212967b32cd7ba38873d3d0458113b7dd537b913cdc3ac20c2160d611aaf73a0"
+MULTI30K_SPLITS = {
+    "train": {"lines": 29000, "pairs": 28998, "dropped": dropped(length_ratio=2),
+              "src": lengths(345004, 11.8975, 37), "tgt": lengths(322381, 11.1174, 39)},
+    "val": {"lines": 1014, "pairs": 1014, "dropped": dropped(),
+            "src": lengths(12167, 11.999, 27), "tgt": lengths(11568, 11.4083, 30)},
+    "test_2016_flickr": {"lines": 1000, "pairs": 1000, "dropped": dropped(),
+                         "src": lengths(11877, 11.877, 32), "tgt": lengths(10905, 10.905, 30)},
+    "test_2017_flickr": {"lines": 1000, "pairs": 1000, "dropped": dropped(),
+                         "src": lengths(10526, 10.526, 41), "tgt": lengths(9600, 9.6, 39)},
+}
+
+
+def content_sha256(dataset) -> str:
+    digest = hashlib.sha256()
+    for split in dataset:
+        digest.update(split.encode() + b"\0")
+        for src, tgt in zip(dataset[split]["src"], dataset[split]["tgt"]):
+            digest.update(src.encode() + b"\0" + tgt.encode() + b"\n")
+    return digest.hexdigest()
+
+
+def test_multi30k_output_is_unchanged(tmp_path):
+    mirror = mirror_from_env()
+    if mirror is None:
+        pytest.skip("set NMTBENCH_DATA_MIRROR to a Multi30k mirror folder")
+    stats = prepare(load_params("params.yaml"), mirror, tmp_path / "prepared", tmp_path / "stats.json", tmp_path / "raw")
+    assert (stats["pair"], stats["splits"]) == ("en-de", MULTI30K_SPLITS)
+    assert stats["inputs"] == {name: digest for name, digest in load_checksums().items()
+                               if name.split(".")[1] in ("en", "de")}
+    assert content_sha256(load_prepared(tmp_path / "prepared")) == MULTI30K_CONTENT_SHA256

@@ -9,8 +9,9 @@ from typing import Any
 
 import yaml
 
-LANGUAGES = ("en", "de", "fr", "cs")
-SPLITS = ("train", "val", "test_2016_flickr", "test_2017_flickr")
+from nmtbench.data.sources import MULTI30K_LANGUAGES, MULTI30K_SPLITS
+
+SOURCE_KINDS = ("multi30k", "files", "hub")
 
 
 class ConfigError(ValueError):
@@ -52,31 +53,78 @@ def from_dict(cls: type, values: dict | None, where: str):
 
 
 @dataclass
+class SourceConfig:
+    """Where the parallel text comes from: Multi30k (checksummed), a folder of files, or a Hugging Face dataset."""
+    kind: str = "multi30k"
+    path: str | None = None  # files: the corpus folder; every kind: what the DVC prepare stage depends on
+    name: str | None = None  # hub: the dataset id, or a local folder load_dataset reads
+    config: str | None = None  # hub: the dataset's configuration, e.g. de-en
+    revision: str | None = None  # hub: a branch, tag or commit of the dataset repository
+    splits: dict = field(default_factory=dict)  # hub: our split name -> the dataset's; unnamed ones map to themselves
+
+    def __post_init__(self):
+        choice("data.source.kind", self.kind, SOURCE_KINDS)
+        if self.kind == "files" and not self.path:
+            raise ConfigError("data.source.path: kind files needs the corpus folder, e.g. path: /data/my-corpus")
+        if self.kind == "hub" and not self.name:
+            raise ConfigError("data.source.name: kind hub needs a dataset id, e.g. name: wmt/wmt14")
+        for ours, theirs in self.splits.items():
+            if not (isinstance(ours, str) and isinstance(theirs, str)):
+                raise ConfigError(f"data.source.splits: expected our split name -> the dataset's split name, "
+                                  f"got {ours!r}: {theirs!r}")
+
+    def dataset_split(self, split: str) -> str:
+        return self.splits.get(split, split)
+
+
+@dataclass
 class DataConfig:
     src_lang: str = "en"
     tgt_lang: str = "de"
     eval_splits: list = field(default_factory=lambda: ["test_2016_flickr", "test_2017_flickr"])
+    source: SourceConfig | dict = field(default_factory=SourceConfig)
     max_train_pairs: int | None = None
     max_eval_pairs: int | None = None
     max_length: int = 80
     max_length_ratio: float = 3.0
+    num_proc: int | None = None  # processes filtering a large split; None: one per CPU core
 
     def __post_init__(self):
-        choice("data.src_lang", self.src_lang, LANGUAGES)
-        choice("data.tgt_lang", self.tgt_lang, [lang for lang in LANGUAGES if lang != self.src_lang])
-        for split in self.eval_splits:
-            choice("data.eval_splits", split, SPLITS[1:])
-        if "cs" in (self.src_lang, self.tgt_lang) and "test_2017_flickr" in self.eval_splits:
-            raise ConfigError("data.eval_splits: test_2017_flickr has no Czech; remove it from eval_splits")
+        if isinstance(self.source, dict):
+            self.source = from_dict(SourceConfig, self.source, "data.source")
+        if self.source.kind == "multi30k":
+            self._check_multi30k()
+        for key in ("src_lang", "tgt_lang"):
+            if not isinstance(getattr(self, key), str) or not getattr(self, key):
+                raise ConfigError(f"data.{key}: expected a language code as the source names it, e.g. en")
+        if self.src_lang == self.tgt_lang:
+            raise ConfigError(f"data.tgt_lang: {self.tgt_lang!r} is also data.src_lang; choose another language")
+        if (not self.eval_splits or len(set(self.eval_splits)) != len(self.eval_splits)
+                or not all(isinstance(s, str) and s and s != "train" for s in self.eval_splits)):
+            raise ConfigError(f"data.eval_splits: expected distinct split names other than train, e.g. [test], "
+                              f"got {self.eval_splits!r}")
         positive("data.max_length", self.max_length)
         positive("data.max_length_ratio", self.max_length_ratio)
-        for key in ("max_train_pairs", "max_eval_pairs"):
+        for key in ("max_train_pairs", "max_eval_pairs", "num_proc"):
             if getattr(self, key) is not None:
                 positive(f"data.{key}", getattr(self, key))
+
+    def _check_multi30k(self):
+        choice("data.src_lang", self.src_lang, MULTI30K_LANGUAGES)
+        choice("data.tgt_lang", self.tgt_lang, [lang for lang in MULTI30K_LANGUAGES if lang != self.src_lang])
+        for split in self.eval_splits:
+            choice("data.eval_splits", split, MULTI30K_SPLITS[1:])
+        if "cs" in (self.src_lang, self.tgt_lang) and "test_2017_flickr" in self.eval_splits:
+            raise ConfigError("data.eval_splits: test_2017_flickr has no Czech; remove it from eval_splits")
 
     @property
     def pair(self) -> str:
         return f"{self.src_lang}-{self.tgt_lang}"
+
+    @property
+    def splits(self) -> list[str]:
+        """Every split the prepare stage reads, in order: train, val, then the test sets."""
+        return list(dict.fromkeys(["train", "val", *self.eval_splits]))
 
 
 @dataclass
@@ -193,13 +241,12 @@ class DecodeConfig:
 class BeamSweepConfig:
     model: str | None = None  # a name from models; the stage refuses to run without one
     seed: int = 42  # which of the model's runs (one of seeds)
-    split: str = "test_2016_flickr"
+    split: str | None = None  # None: the first of data.eval_splits
     beams: list = field(default_factory=lambda: [1, 2, 4, 8, 12])
     alphas: list = field(default_factory=lambda: [0.0, 1.0])
     max_sentences: int | None = None
 
     def __post_init__(self):
-        choice("beam_sweep.split", self.split, SPLITS[1:])
         if not self.beams or not all(isinstance(b, int) and b > 0 for b in self.beams):
             raise ConfigError(f"beam_sweep.beams: expected a list of positive integers, got {self.beams!r}")
         if not self.alphas or not all(isinstance(a, (int, float)) and a >= 0 for a in self.alphas):
@@ -310,11 +357,10 @@ class WandbConfig:
 
 @dataclass
 class ReportConfig:
-    attention_split: str = "test_2016_flickr"
+    attention_split: str | None = None  # None: the first of data.eval_splits
     attention_sentence: int = 0
 
     def __post_init__(self):
-        choice("report.attention_split", self.attention_split, SPLITS[1:])
         positive("report.attention_sentence", self.attention_sentence, allow_zero=True)
 
 
@@ -366,6 +412,10 @@ def parse_params(raw: dict) -> Params:
                           f"choose one of {', '.join(models)}")
     if built["beam_sweep"].seed not in seeds:
         raise ConfigError(f"beam_sweep.seed: {built['beam_sweep'].seed} is not in seeds {seeds}; choose one of them")
+    for where, split in (("beam_sweep.split", built["beam_sweep"].split),
+                         ("report.attention_split", built["report"].attention_split)):
+        if split is not None:
+            choice(where, split, built["data"].splits[1:])
     analyze = from_dict(AnalyzeConfig, raw["analyze"], "analyze") if "analyze" in raw else None
     return Params(**built, models=models, seeds=seeds, analyze=analyze)
 
@@ -393,3 +443,15 @@ def merge(base: dict, override: dict) -> dict:
         else:
             merged[key] = value
     return merged
+
+
+def apply_profile(base: dict, profile: dict) -> dict:
+    """params.yaml with a profile merged on. The blocks a profile names in its list `replace` are taken from the
+    profile whole instead of merged: a recipe's own grid of models (models: ...) rather than the defaults plus it."""
+    profile = dict(profile)
+    replaced = profile.pop("replace", [])
+    if not isinstance(replaced, list) or not set(replaced) <= set(base):
+        raise ConfigError(f"replace: expected a list of params blocks the profile gives whole, e.g. [models], "
+                          f"got {replaced!r}")
+    return merge({key: value for key, value in base.items() if key not in replaced}, profile)
+

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from nmtbench.config import merge, parse_params
+from nmtbench.config import apply_profile, parse_params
 
 
 def make_workspace(project: Path, target: Path, profile: Path) -> Path:
@@ -22,7 +22,7 @@ def make_workspace(project: Path, target: Path, profile: Path) -> Path:
         raise FileNotFoundError(f"{profile}: no such profile; see the profiles/ folder")
     base = yaml.safe_load((project / "params.yaml").read_text())
     overrides = yaml.safe_load(profile.read_text()) or {}
-    merged = merge(base, overrides)
+    merged = apply_profile(base, overrides)
     parse_params(merged)  # a bad override fails here, before any stage runs
     target.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(project / "dvc.yaml", target / "dvc.yaml")

@@ -1,36 +1,32 @@
-"""The prepare stage: verified raw Multi30k -> filtered sentence pairs (a DatasetDict) and their statistics."""
+"""The prepare stage: raw parallel text (data.source) -> filtered sentence pairs (a DatasetDict) and their statistics.
+
+Each split is read into a memory-mapped Arrow file, its pairs measured by a batched map (in parallel for large
+splits), the statistics and the kept rows computed on those columns with numpy, and the kept rows saved.
+"""
 from __future__ import annotations
 
-import gzip
+import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+import numpy as np
 from datasets import Dataset, DatasetDict, Features, Value, load_from_disk
 
 from nmtbench.config import DataConfig, Params
-from nmtbench.data.sources import DataError, fetch_split
+from nmtbench.data.readers import read_split
+from nmtbench.data.sources import DataError
 from nmtbench.files import atomic_dir, write_json
 
 # Reasons a pair is dropped, in the order they are checked; a pair counts under the first that applies.
 DROP_REASONS = ("empty", "too_long", "length_ratio", "max_pairs")
-TEXT_FEATURES = Features({"src": Value("string"), "tgt": Value("string")})
+KEPT = -1
+MEASURES = Features({"src_len": Value("int32"), "tgt_len": Value("int32"), "reason": Value("int8")})
+# From this many pairs a split is measured by data.num_proc processes; below, starting them costs more than they save.
+PARALLEL_FROM = 100_000
 
 
-def read_lines(path: Path) -> list[str]:
-    """Lines of a gzip file without their newline, decoded as strict UTF-8; anything else is left exactly as is."""
-    lines = []
-    with gzip.open(path, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                lines.append(raw.decode("utf-8").removesuffix("\n"))
-            except UnicodeDecodeError as e:
-                raise DataError(f"{path}, line {number}: not valid UTF-8 ({e.reason} at byte {e.start}); "
-                                "the file is corrupt, re-download it or fix the mirror") from e
-    return lines
-
-
-def drop_reason(src: str, tgt: str, data: DataConfig, is_train: bool) -> str | None:
-    src_len, tgt_len = len(src.split()), len(tgt.split())
+def drop_reason(src_len: int, tgt_len: int, data: DataConfig, is_train: bool) -> str | None:
     if not src_len or not tgt_len:  # whitespace-only counts as empty
         return "empty"
     if is_train and max(src_len, tgt_len) > data.max_length:
@@ -40,58 +36,70 @@ def drop_reason(src: str, tgt: str, data: DataConfig, is_train: bool) -> str | N
     return None
 
 
-def length_stats(texts: list[str]) -> dict:
-    lengths = [len(t.split()) for t in texts]
-    return {"tokens": sum(lengths), "mean_length": round(sum(lengths) / len(lengths), 4) if lengths else 0.0,
-            "max_length": max(lengths, default=0)}
+def measure(batch: dict, data: DataConfig, is_train: bool) -> dict:
+    """Whitespace-token lengths of a batch of pairs, and the index in DROP_REASONS of why each is dropped (or KEPT)."""
+    src_len, tgt_len = ([len(text.split()) for text in batch[side]] for side in ("src", "tgt"))
+    reasons = (drop_reason(s, t, data, is_train) for s, t in zip(src_len, tgt_len))
+    return {"src_len": src_len, "tgt_len": tgt_len,
+            "reason": [KEPT if reason is None else DROP_REASONS.index(reason) for reason in reasons]}
 
 
-def prepare_split(split: str, data: DataConfig, mirror: Path | None, cache_dir: Path,
-                  checksums: Mapping[str, str] | None) -> tuple[dict[str, list[str]], dict]:
-    paths = [fetch_split(split, lang, mirror, cache_dir, checksums) for lang in (data.src_lang, data.tgt_lang)]
-    src_lines, tgt_lines = (read_lines(p) for p in paths)
-    if len(src_lines) != len(tgt_lines):
-        raise DataError(f"{paths[0]} has {len(src_lines)} lines but {paths[1]} has {len(tgt_lines)}; "
-                        "parallel files must align line by line, re-download them or fix the mirror")
+def length_stats(lengths: np.ndarray) -> dict:
+    tokens = int(lengths.sum())
+    return {"tokens": tokens, "mean_length": round(tokens / len(lengths), 4) if len(lengths) else 0.0,
+            "max_length": int(lengths.max(initial=0))}
+
+
+def filter_split(split: str, pairs: Dataset, data: DataConfig, work_dir: Path) -> tuple[Dataset, dict]:
     is_train = split == "train"
-    dropped = dict.fromkeys(DROP_REASONS, 0)
-    pairs = {"src": [], "tgt": []}
-    for src, tgt in zip(src_lines, tgt_lines):
-        reason = drop_reason(src, tgt, data, is_train)
-        if reason:
-            dropped[reason] += 1
-        else:
-            pairs["src"].append(src)
-            pairs["tgt"].append(tgt)
+    if not len(pairs):
+        raise DataError(f"{split} has no sentence pairs: the source has no lines for it; add them or drop the split")
+    num_proc = (data.num_proc or os.cpu_count()) if len(pairs) >= PARALLEL_FROM else None
+    columns = pairs.map(measure, batched=True, remove_columns=["src", "tgt"], features=MEASURES, num_proc=num_proc,
+                        fn_kwargs={"data": data, "is_train": is_train}, cache_file_name=str(work_dir / f"{split}.arrow"),
+                        desc=f"measuring {split}").with_format("numpy")[:]
+    reason = columns["reason"]
+    kept = np.flatnonzero(reason == KEPT)
+    dropped = {name: int((reason == index).sum()) for index, name in enumerate(DROP_REASONS)}
     limit = data.max_train_pairs if is_train else data.max_eval_pairs
-    if limit is not None and len(pairs["src"]) > limit:
-        dropped["max_pairs"] = len(pairs["src"]) - limit
-        pairs = {side: texts[:limit] for side, texts in pairs.items()}
-    stats = {"lines": len(src_lines), "pairs": len(pairs["src"]), "dropped": dropped,
-             "src": length_stats(pairs["src"]), "tgt": length_stats(pairs["tgt"])}
-    return pairs, stats
+    if limit is not None and len(kept) > limit:
+        dropped["max_pairs"] = len(kept) - limit
+        kept = kept[:limit]
+    stats = {"lines": len(pairs), "pairs": len(kept), "dropped": dropped,
+             "src": length_stats(columns["src_len"][kept]), "tgt": length_stats(columns["tgt_len"][kept])}
+    if not len(kept):  # only empty pairs are dropped outside train
+        counts = ", ".join(f"{n} {reason}" for reason, n in dropped.items() if n)
+        fix = "loosen data.max_length and data.max_length_ratio" if is_train else "fix the source"
+        raise DataError(f"{split} has no sentence pairs: all {len(pairs)} were dropped ({counts}); {fix}")
+    return pairs.select(kept), stats
 
 
-def prepare(params: Params | DataConfig, mirror: Path | None, out_dir: Path = Path("data/prepared"),
+def prepare(params: Params | DataConfig, mirror: Path | None = None, out_dir: Path = Path("data/prepared"),
             stats_path: Path = Path("data/stats.json"), cache_dir: Path = Path("data/raw"),
             checksums: Mapping[str, str] | None = None) -> dict:
     """Run the prepare stage; returns the statistics also written to stats_path.
 
-    Every split is read and checked before anything is written, so a data error leaves old outputs untouched.
+    mirror, cache_dir and checksums concern the multi30k source only. Every split is read and checked before
+    anything is written, so a data error leaves old outputs untouched.
     """
     data = params.data if isinstance(params, Params) else params
-    splits = list(dict.fromkeys(["train", "val", *data.eval_splits]))
-    prepared = {split: prepare_split(split, data, mirror, cache_dir, checksums) for split in splits}
-    dataset = DatasetDict({split: Dataset.from_dict(pairs, features=TEXT_FEATURES)
-                           for split, (pairs, _) in prepared.items()})
-    stats = {"pair": data.pair, "splits": {split: split_stats for split, (_, split_stats) in prepared.items()}}
-    with atomic_dir(out_dir) as tmp:
-        dataset.save_to_disk(str(tmp))
-    write_json(Path(stats_path), stats)
-    return stats
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{out_dir.name}.work.", dir=out_dir.parent) as work:
+        kept, stats, inputs = {}, {}, {}
+        for split in data.splits:
+            raw = read_split(data, split, Path(work), mirror, cache_dir, checksums)
+            kept[split], stats[split] = filter_split(split, raw.pairs, data, Path(work))
+            inputs.update(raw.inputs)
+        with atomic_dir(out_dir) as tmp:
+            DatasetDict(kept).save_to_disk(str(tmp))
+    summary = {"pair": data.pair, "splits": stats, "source": data.source.kind, "inputs": inputs}
+    write_json(Path(stats_path), summary)
+    return summary
 
 
 def load_prepared(prepared_dir: Path = Path("data/prepared")) -> DatasetDict:
     if not (Path(prepared_dir) / "dataset_dict.json").is_file():
         raise DataError(f"no prepared dataset in {prepared_dir}; run the prepare stage first: dvc repro prepare")
     return load_from_disk(str(prepared_dir))
+

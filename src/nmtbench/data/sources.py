@@ -1,4 +1,4 @@
-"""Multi30k raw files, from a local mirror or from upstream, always checked against the project's checksums."""
+"""The Multi30k source: raw files from a local mirror or from upstream, always checked against the project's checksums."""
 from __future__ import annotations
 
 import hashlib
@@ -11,6 +11,9 @@ from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
+# What the packaged checksums cover; test_2017_flickr has no Czech.
+MULTI30K_LANGUAGES = ("en", "de", "fr", "cs")
+MULTI30K_SPLITS = ("train", "val", "test_2016_flickr", "test_2017_flickr")
 MIRROR_ENV = "NMTBENCH_DATA_MIRROR"
 UPSTREAM = "https://github.com/multi30k/dataset/raw/master/data/task1/raw"
 MIRROR_FIX = f"point {MIRROR_ENV} at a folder holding the Multi30k raw files"
@@ -38,11 +41,13 @@ def file_name(split: str, lang: str) -> str:
     return f"{split}.{lang}.gz"
 
 
-def sha256(path: Path) -> str:
+def sha256(*paths: Path) -> str:
+    """The digest of the files' bytes, one after the other."""
     digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
+    for path in paths:
+        with Path(path).open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
     return digest.hexdigest()
 
 

@@ -19,7 +19,8 @@ def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out
         raise ConfigError(f"beam_sweep.model: not set; name one of {', '.join(params.models)}")
     tokenizer = Tokenizer(tokenized_dir)
     model = load_model(Path("models") / run_dir(cfg.model, cfg.seed) / "best.ckpt", tokenizer)
-    split = load_tokenized(tokenized_dir)[cfg.split]
+    split_name = cfg.split or params.data.eval_splits[0]
+    split = load_tokenized(tokenized_dir)[split_name]
     n = cfg.max_sentences or len(split)
     sources, references = split["src_ids"][:n], split["tgt"][:n]
     rows = []
@@ -34,7 +35,7 @@ def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out
             rows.append({"beam": beam, "alpha": alpha, "bleu": scores["bleu"], "chrf": scores["chrf"],
                          "seconds": round(seconds, 2), "sentences_per_s": round(n / seconds, 1),
                          "target_tokens_per_s": round(sum(len(h[0].tokens) + 1 for h in found) / seconds, 1)})
-    result = {"model": cfg.model, "seed": cfg.seed, "split": cfg.split, "sentences": n,
+    result = {"model": cfg.model, "seed": cfg.seed, "split": split_name, "sentences": n,
               "length_penalty": params.evaluate.length_penalty, "bleu_signature": scores["bleu_signature"],
               "rows": rows}
     write_json(out_dir / "beam_sweep.json", result)

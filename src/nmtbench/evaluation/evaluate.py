@@ -69,16 +69,18 @@ def evaluate(params: Params, name: str, seed: int | None = None, tokenized_dir: 
 
 
 def attention_example(model: Seq2Seq, tokenizer: Tokenizer, dataset, params: Params) -> dict:
-    """Greedy decoding of the sentence `report.attention_sentence` of `report.attention_split`, with the
-    weights each output step puts on the source pieces; weights is None for a model without attention."""
+    """Greedy decoding of the sentence `report.attention_sentence` of `report.attention_split` (by default the
+    first test set), with the weights each output step puts on the source pieces; weights is None for a model
+    without attention."""
     cfg, decode = params.report, params.evaluate
-    if cfg.attention_split not in dataset:
-        raise ConfigError(f"report.attention_split: {cfg.attention_split} is not in data/tokenized; "
+    name = cfg.attention_split or params.data.eval_splits[0]
+    if name not in dataset:
+        raise ConfigError(f"report.attention_split: {name} is not in data/tokenized; "
                           f"choose one of {', '.join(s for s in dataset if s != 'train')}")
-    split = dataset[cfg.attention_split]
+    split = dataset[name]
     if cfg.attention_sentence >= len(split):
         raise ConfigError(f"report.attention_sentence: {cfg.attention_sentence} is beyond the {len(split)} "
-                          f"sentences of {cfg.attention_split}; choose 0 to {len(split) - 1}")
+                          f"sentences of {name}; choose 0 to {len(split) - 1}")
     source = split[cfg.attention_sentence]["src_ids"]
     src = torch.tensor([source])  # (1, S)
     mask = src != PAD
@@ -87,7 +89,7 @@ def attention_example(model: Seq2Seq, tokenizer: Tokenizer, dataset, params: Par
     (target,) = greedy(model, src, mask, BOS, EOS, budget, attention)
     ended = len(target) < int(budget[0])  # the last step chose eos, and has a row of weights too
     return {
-        "split": cfg.attention_split,
+        "split": name,
         "sentence": cfg.attention_sentence,
         "source_pieces": tokenizer.sp.id_to_piece(source),
         "target_pieces": tokenizer.sp.id_to_piece(target) + (["</s>"] if ended else []),
