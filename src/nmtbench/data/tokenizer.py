@@ -101,7 +101,7 @@ def encode_rows(rows: dict[str, list[str]], tokenizer: Tokenizer) -> dict[str, l
 
 def encode_split(tokenizer: Tokenizer, data: Dataset, cache_file: Path) -> Dataset:
     """data with its src_ids and tgt_ids, written to cache_file (and its per-process shards)."""
-    processes = min(len(os.sched_getaffinity(0)), len(data) // ROWS_PER_PROCESS)
+    processes = min(os.cpu_count() or 1, len(data) // ROWS_PER_PROCESS)
     return data.map(encode_rows, fn_kwargs={"tokenizer": tokenizer}, batched=True, batch_size=ROWS_PER_BATCH,
                     features=FEATURES, num_proc=processes if processes > 1 else None,
                     cache_file_name=str(cache_file), new_fingerprint=cache_file.stem, desc=f"encoding {cache_file.stem}")
