@@ -18,11 +18,12 @@ tail survives) and the files source:
 
 Each step runs in a process of its own, so its memory is its own. Columns: `step s`, the step's own wall time;
 `cpu s`, the CPU time of its processes (user + system; steady on a shared machine where wall time is not);
-`process s`, wall time with the interpreter's start and imports; the peak RSS (resident memory, summed over
-the step's process and its workers, sampled every 0.1 s) and the peak of its anonymous part, which leaves
-out the file pages a memory-mapped dataset brings in (page cache, which the kernel reclaims under pressure).
-For load, `data` is the loader's anonymous memory above what the process held after importing torch,
-Lightning and datasets: what a training process spends on data besides the model.
+`process s`, wall time with the interpreter's start and imports; `peak GiB`, the peak resident memory of the
+step's process and its workers together (their Pss summed, sampled every 0.1 s: summing RSS instead would
+count the memory forked workers share with their parent once per worker), and `anon GiB`, the peak of its
+anonymous part, which leaves out the file pages a memory-mapped dataset brings in (page cache, which the
+kernel reclaims under pressure). For load, `data_anon_GiB` is the anonymous memory above what the process
+held after importing torch, Lightning and datasets: what a training process spends on data besides the model.
 """
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ SEED = 12345
 EVAL_PAIRS = 3_000
 LANGS = ("en", "de")
 GIB = 2**30
-SHOWN = ("step_s", "cpu_s", "process_s", "peak_rss", "peak_anon", "baseline_anon")  # the table's columns
+SHOWN = ("step_s", "cpu_s", "process_s", "peak_mem", "peak_anon", "baseline_anon")  # the table's columns
 
 
 # --- the steps, each run as `data_scale.py --step <name> <folder>` in a child process -----------------------------
@@ -117,7 +118,7 @@ def run_plan(folder: Path, batch_tokens: int) -> dict:
 def run_load(folder: Path, batch_tokens: int, num_workers: int) -> dict:
     from nmtbench.data.batching import TokenBatchSampler, batch_loader
 
-    baseline = anonymous(psutil.Process())
+    baseline = memory(os.getpid())["Pss_Anon"]
     data = train_pairs(folder)
     sampler = TokenBatchSampler(data.src_lens, data.tgt_lens, batch_tokens, shuffle=True, seed=SEED)
     tokens = batches = 0
@@ -136,9 +137,12 @@ STEPS = {"corpus": lambda folder, args: write_corpus(folder / "corpus", args.pai
 
 # --- the parent: one child per step, its memory sampled --------------------------------------------------------
 
-def anonymous(process: psutil.Process) -> int:
-    info = process.memory_info()
-    return info.rss - info.shared
+def memory(pid: int) -> dict[str, int]:
+    """Bytes of a process's proportional set size (Pss: a page shared by k processes counts 1/k in each, so
+    the Pss of a process tree adds up to its real memory) and of its anonymous part (Pss_Anon)."""
+    with open(f"/proc/{pid}/smaps_rollup") as rollup:
+        fields = dict(line.split()[:2] for line in rollup if line.startswith(("Pss:", "Pss_Anon:")))
+    return {"Pss": int(fields["Pss:"]) * 1024, "Pss_Anon": int(fields["Pss_Anon:"]) * 1024}
 
 
 def children_cpu() -> float:
@@ -147,9 +151,9 @@ def children_cpu() -> float:
 
 
 def measure(command: list[str]) -> dict:
-    """Run command; its wall time and CPU time, its JSON result line, and the peak RSS (total and anonymous) of
-    its process tree."""
-    peak = {"rss": 0, "anon": 0}
+    """Run command; its wall time and CPU time, its JSON result line, and the peak memory (total and anonymous)
+    of its process tree."""
+    peak = {"Pss": 0, "Pss_Anon": 0}
     child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     done = threading.Event()
 
@@ -157,12 +161,11 @@ def measure(command: list[str]) -> dict:
         root = psutil.Process(child.pid)
         while not done.wait(0.1):
             try:
-                tree = [root, *root.children(recursive=True)]
-                infos = [p.memory_info() for p in tree]
-            except psutil.Error:  # a worker came or went mid-read: sample again
+                tree = [memory(p.pid) for p in [root, *root.children(recursive=True)]]
+            except (psutil.Error, OSError):  # a worker came or went mid-read: sample again
                 continue
-            peak["rss"] = max(peak["rss"], sum(i.rss for i in infos))
-            peak["anon"] = max(peak["anon"], sum(i.rss - i.shared for i in infos))
+            for key in peak:
+                peak[key] = max(peak[key], sum(process[key] for process in tree))
 
     sampler = threading.Thread(target=sample, daemon=True)
     started, cpu = time.perf_counter(), children_cpu()
@@ -173,14 +176,14 @@ def measure(command: list[str]) -> dict:
     sampler.join()
     if child.returncode:
         sys.exit(f"data_scale: {' '.join(command[-3:])} failed with exit status {child.returncode}")
-    return {"process_s": round(wall, 2), "cpu_s": round(cpu, 1), "peak_rss": peak["rss"], "peak_anon": peak["anon"],
+    return {"process_s": round(wall, 2), "cpu_s": round(cpu, 1), "peak_mem": peak["Pss"], "peak_anon": peak["Pss_Anon"],
             **json.loads(out.strip().splitlines()[-1])}
 
 
 def growth(rows: list[dict], step: str, key: str) -> str:
     """How a figure grows from one size to the next, against how N grows (1.0: linear)."""
     points = [(row["pairs"], row["steps"][step][key]) for row in rows]
-    return ", ".join(f"x{b / a:.2f} for N x{m / n:.0f}" for (n, a), (m, b) in zip(points, points[1:]) if a > 0)
+    return ", ".join(f"x{b / a:.2f} for N x{m / n:.3g}" for (n, a), (m, b) in zip(points, points[1:]) if a > 0)
 
 
 def main() -> None:
@@ -204,7 +207,7 @@ def main() -> None:
         return
 
     rows = []
-    print(f"{'pairs':>10s} {'step':9s} {'step s':>8s} {'cpu s':>8s} {'process s':>9s} {'peak RSS GiB':>12s} "
+    print(f"{'pairs':>10s} {'step':9s} {'step s':>8s} {'cpu s':>8s} {'process s':>9s} {'peak GiB':>8s} "
           f"{'anon GiB':>8s}  notes", flush=True)
     for pairs in args.sizes:
         folder = args.work_dir / f"n{pairs}"
@@ -218,14 +221,14 @@ def main() -> None:
             if step == "load":
                 notes["data_anon_GiB"] = round((result["peak_anon"] - result["baseline_anon"]) / GIB, 3)
             print(f"{pairs:10,d} {step:9s} {result['step_s']:8.1f} {result['cpu_s']:8.1f} {result['process_s']:9.1f} "
-                  f"{result['peak_rss'] / GIB:12.2f} {result['peak_anon'] / GIB:8.2f}  {json.dumps(notes)}", flush=True)
+                  f"{result['peak_mem'] / GIB:8.2f} {result['peak_anon'] / GIB:8.2f}  {json.dumps(notes)}", flush=True)
         rows.append(row)
         if not args.keep:
             shutil.rmtree(folder)
     if len(rows) > 1:
-        print("\ngrowth from each size to the next (step time; CPU time; peak RSS):")
+        print("\ngrowth from each size to the next (step time; CPU time; peak memory):")
         for step in STEPS:
-            print(f"  {step:9s} {growth(rows, step, 'step_s')}; {growth(rows, step, 'cpu_s')}; {growth(rows, step, 'peak_rss')}")
+            print(f"  {step:9s} {growth(rows, step, 'step_s')}; {growth(rows, step, 'cpu_s')}; {growth(rows, step, 'peak_mem')}")
     args.work_dir.mkdir(parents=True, exist_ok=True)
     (args.work_dir / "results.json").write_text(json.dumps(rows, indent=1) + "\n")
 

@@ -84,16 +84,19 @@ def random_floats(rng: random.Random, n: int) -> np.ndarray:
 
 
 def length_order(src_lens: np.ndarray, tgt_lens: np.ndarray, tie: np.ndarray | None) -> np.ndarray:
-    """Pair indices sorted by (source length, target length, tie), equal keys kept in index order."""
+    """Pair indices sorted by (source length, target length, tie), equal keys kept in index order: a stable
+    sort by each key in turn, the least significant first."""
     order = np.arange(len(src_lens))
     if tie is not None:
         order = np.argsort(tie)  # quicksort, several times faster than a stable sort of doubles ...
         if np.any(np.diff(tie[order]) == 0):  # ... and as exact unless two doubles are equal (about never)
             order = np.argsort(tie, kind="stable")
-    key = src_lens.astype(np.int64) * (int(tgt_lens.max(initial=0)) + 1) + tgt_lens
-    if key.max(initial=0) < 2**16:
-        key = key.astype(np.uint16)  # numpy's stable sort is a radix sort for 16-bit keys
-    return order[np.argsort(key[order], kind="stable")]
+    for lengths in (tgt_lens, src_lens):
+        key = lengths[order]
+        if key.max(initial=0) < 2**16:
+            key = key.astype(np.uint16)  # numpy's stable sort is a radix sort for 16-bit keys
+        order = order[np.argsort(key, kind="stable")]
+    return order
 
 
 def pack(src_lens: np.ndarray, tgt_lens: np.ndarray, batch_tokens: int) -> np.ndarray:
@@ -138,7 +141,7 @@ class TokenBatchSampler(Sampler[list[int]]):
 
     def __init__(self, src_lens, tgt_lens, batch_tokens: int, shuffle: bool, seed: int = 0,
                  num_replicas: int = 1, rank: int = 0, even_shards: bool = True):
-        self.src_lens, self.tgt_lens = np.asarray(src_lens, dtype=np.int64), np.asarray(tgt_lens, dtype=np.int64)
+        self.src_lens, self.tgt_lens = np.asarray(src_lens), np.asarray(tgt_lens)
         self.batch_tokens, self.shuffle, self.seed, self.epoch = batch_tokens, shuffle, seed, 0
         self.num_replicas, self.rank, self.even_shards = num_replicas, rank, even_shards
         self.start = 0  # batches of this epoch trained before an interruption
