@@ -12,7 +12,7 @@ export WANDB_SILENT ?= true
 SMOKE_DIR ?= runs/smoke
 
 .DEFAULT_GOAL := help
-.PHONY: help setup repro smoke lint test chromium test-fast bench-decode bench-train claims report exp clean-smoke
+.PHONY: help setup repro smoke lint test chromium test-fast bench-decode bench-train bench-data claims report exp clean-smoke
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -65,6 +65,11 @@ bench-decode: $(VENV)/.installed ## decoding speed of every trained model at bea
 
 bench-train: $(VENV)/.installed ## training tokens/s and share of matmul peak, fp32 and bf16, per model family (after dvc repro tokenize)
 	python benchmarks/train_throughput.py
+
+# The scale benchmark's corpus sizes in pairs; SIZES="29000 290000" for a quick run.
+SIZES ?= 29000 290000 2900000 4500000
+bench-data: $(VENV)/.installed ## time and peak memory of prepare, tokenize, batch plan and loading at 29k to 4.5M pairs
+	python benchmarks/data_scale.py --sizes $(SIZES)
 
 claims: $(VENV)/.installed ## the textbook claims measured: results/claims.md and its plots (dvc repro analyze)
 	dvc repro analyze

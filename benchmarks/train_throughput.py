@@ -27,11 +27,12 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 import yaml
 
 from nmtbench.config import load_params
-from nmtbench.data.batching import TokenBatchSampler, collate
+from nmtbench.data.batching import PairDataset, TokenBatchSampler
 from nmtbench.data.tokenizer import PAD, load_tokenized
 from nmtbench.models.flops import training_step_flops
 from nmtbench.training.module import TranslationModule
@@ -55,13 +56,12 @@ def matmul_peak(dtype: torch.dtype, repeats: int = 10) -> float:
     return best
 
 
-def target_tokens_per_batch(sampler: TokenBatchSampler, tgt_lens: list[int]) -> float:
-    """Mean real target tokens (end of sentence included) per batch."""
-    batches = sampler.batches()
-    return sum(tgt_lens[i] + 1 for batch in batches for i in batch) / len(batches)
+def target_tokens_per_batch(sampler: TokenBatchSampler, tgt_lens: np.ndarray) -> float:
+    """Mean real target tokens (end of sentence included) per batch; one process's batches hold every pair."""
+    return float((tgt_lens + 1).sum()) / len(sampler)
 
 
-def budget_for(target_tokens: float, src_lens: list[int], tgt_lens: list[int]) -> int:
+def budget_for(target_tokens: float, src_lens: np.ndarray, tgt_lens: np.ndarray) -> int:
     """The smallest batch_tokens whose batches hold at least target_tokens real target tokens on average."""
     low, high = 1, 64 * int(target_tokens)
     while low < high:
@@ -110,13 +110,12 @@ def main() -> None:
 
     params = load_params()
     blocks = {name: PEER_BLOCKS.get(name) or params.model_block(name) for name in args.models}
-    train = load_tokenized(args.tokenized_dir)["train"]
-    src_ids, tgt_ids = list(train["src_ids"]), list(train["tgt_ids"])
-    src_lens, tgt_lens = [len(s) for s in src_ids], [len(t) for t in tgt_ids]
+    train = PairDataset(load_tokenized(args.tokenized_dir)["train"])
+    src_lens, tgt_lens = train.src_lens, train.tgt_lens
     batch_tokens = args.batch_tokens or budget_for(args.target_tokens, src_lens, tgt_lens)
     sampler = TokenBatchSampler(src_lens, tgt_lens, batch_tokens, shuffle=True, seed=SEED)
     chosen = sampler.batches()[: args.warmup + args.steps]
-    batches = [collate([(i, src_ids[i], tgt_ids[i]) for i in batch]) for batch in chosen]
+    batches = [train[batch] for batch in chosen]
     timed = batches[args.warmup:]
     tokens = sum(int((b["tgt_out"] != PAD).sum()) for b in timed)
     vocab = json.loads((args.tokenized_dir / "vocab.json").read_text())

@@ -1,6 +1,10 @@
+import random
+
+import numpy as np
+import pytest
 import torch
 
-from nmtbench.data.batching import TokenBatchSampler, collate
+from nmtbench.data.batching import PairDataset, TokenBatchSampler, batch_loader, random_floats
 from nmtbench.data.tokenizer import BOS, EOS, PAD
 
 SRC_LENS = [3, 9, 1, 4, 4, 12, 2, 7, 5, 30]
@@ -39,14 +43,70 @@ def test_order_depends_on_seed_plus_epoch_only():
     assert a.batches() == first
 
 
-def test_collate_pads_and_adds_bos_and_eos():
-    out = collate([(4, [5, 6, 7], [8]), (9, [10], [11, 12])])
-    assert out["index"].tolist() == [4, 9]
+def reference_batches(src_lens, tgt_lens, batch_tokens, shuffle, seed):
+    """The batch plan as first written, one pair at a time in Python: the vectorised plan must equal it."""
+    rng = random.Random(seed)
+    tie = [rng.random() for _ in src_lens] if shuffle else [0.0] * len(src_lens)
+    order = sorted(range(len(src_lens)), key=lambda i: (src_lens[i], tgt_lens[i], tie[i]))
+    batches, batch, longest_src, longest_tgt = [], [], 0, 0
+    for i in order:
+        s, t = max(longest_src, src_lens[i]), max(longest_tgt, tgt_lens[i] + 1)
+        if batch and (len(batch) + 1) * (s + t) > batch_tokens:
+            batches.append(batch)
+            batch, s, t = [], src_lens[i], tgt_lens[i] + 1
+        batch.append(i)
+        longest_src, longest_tgt = s, t
+    if batch:
+        batches.append(batch)
+    if shuffle:
+        rng.shuffle(batches)
+    return batches
+
+
+@pytest.mark.parametrize("trial", range(40))
+def test_the_plan_equals_the_pair_by_pair_reference_on_random_lengths(trial):
+    rng = np.random.default_rng(trial)
+    n, longest = int(rng.integers(1, 3000)), int(rng.choice([3, 12, 60, 300]))
+    src, tgt = rng.integers(1, longest + 1, n).tolist(), rng.integers(1, longest + 1, n).tolist()
+    budget, shuffle, seed = int(rng.choice([16, 64, 500, 4096])), bool(trial % 4), int(rng.integers(0, 100))
+    assert TokenBatchSampler(src, tgt, budget, shuffle, seed=seed).batches() == reference_batches(src, tgt, budget, shuffle, seed)
+
+
+def test_random_floats_are_python_randoms_and_the_generator_continues_after_them():
+    ours, python = random.Random(5), random.Random(5)
+    assert random_floats(ours, 1000).tolist() == [python.random() for _ in range(1000)]
+    assert ours.random() == python.random()
+    ours.shuffle(a := list(range(50)))
+    python.shuffle(b := list(range(50)))
+    assert a == b
+
+
+def test_the_plan_is_built_once_per_epoch():
+    s = sampler()
+    first = s.plan()
+    assert len(s) == 5 and s.plan()[0] is first[0]  # len() and a second plan() reuse it
+    s.set_epoch(1)
+    assert s.plan()[0] is not first[0]
+
+
+def test_a_batch_is_read_padded_with_bos_and_eos():
+    data = PairDataset.from_lists([[1, 1], [5, 6, 7], [10]], [[1], [8], [11, 12]])
+    assert (data.src_lens.tolist(), data.tgt_lens.tolist()) == ([2, 3, 1], [1, 1, 2])
+    out = data[[1, 2]]
+    assert out["index"].tolist() == [1, 2]
     assert out["src"].tolist() == [[5, 6, 7], [10, PAD, PAD]]
     assert out["src_mask"].tolist() == [[True, True, True], [True, False, False]]
     assert out["tgt_in"].tolist() == [[BOS, 8, PAD], [BOS, 11, 12]]
     assert out["tgt_out"].tolist() == [[8, EOS, PAD], [11, 12, EOS]]
-    assert out["src"].dtype == torch.long
+    assert out["src"].dtype == out["tgt_in"].dtype == out["tgt_out"].dtype == torch.long
+
+
+def test_the_loader_yields_the_samplers_batches_with_or_without_workers():
+    data = PairDataset.from_lists([[7] * n for n in SRC_LENS], [[8] * n for n in TGT_LENS])
+    planned = sampler().batches()
+    for workers in (0, 2):
+        got = [batch["index"].tolist() for batch in batch_loader(data, sampler(), num_workers=workers)]
+        assert got == planned
 
 
 def test_data_parallel_ranks_get_disjoint_batches_and_equal_step_counts():

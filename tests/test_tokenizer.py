@@ -4,12 +4,15 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from nmtbench.config import DataConfig, TokenizeConfig, parse_params
-from nmtbench.data.prepare import prepare
+from nmtbench.data import tokenizer as tokenizer_module
+from nmtbench.data.prepare import load_prepared, prepare
 from nmtbench.data.sources import DataError
-from nmtbench.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer, load_tokenized, tokenize
+from nmtbench.data.tokenizer import (BOS, EOS, PAD, UNK, Tokenizer, load_tokenized, tokenize,
+                                     training_sentences)
 
 TINY = TokenizeConfig(vocab_size=305)  # the tiny train split needs at least 301 pieces and yields at most 307
 
@@ -83,6 +86,62 @@ def test_training_is_reproducible(prepared, tmp_path):
     first = tokenize(params, prepared, tmp_path / "a").sha256
     assert tokenize(params, prepared, tmp_path / "b").sha256 == first
     assert (tmp_path / "a" / "spm.vocab").read_bytes() == (tmp_path / "b" / "spm.vocab").read_bytes()
+
+
+def test_sentencepiece_reads_every_sentence_in_order_or_a_seeded_sample(prepared):
+    train = load_prepared(prepared)["train"]
+    everything = [*train["src"], *train["tgt"]]
+    assert list(training_sentences(train, 8)) == everything == list(training_sentences(train, 10**6))
+    sample = list(training_sentences(train, 5))
+    assert len(sample) == 5 and sample == list(training_sentences(train, 5))
+    positions = [everything.index(sentence) for sentence in sample]  # the tiny corpus has no repeated sentence
+    assert positions == sorted(positions)  # sources first, then targets, each in corpus order
+
+
+def test_encoding_in_several_processes_gives_the_same_dataset(prepared, tmp_path, monkeypatch):
+    tokenize(TINY, prepared, tmp_path / "one")
+    monkeypatch.setattr(tokenizer_module, "ROWS_PER_PROCESS", 1)
+    monkeypatch.setattr(tokenizer_module.os, "cpu_count", lambda: 2)
+    tokenize(TINY, prepared, tmp_path / "two")
+    one, two = load_tokenized(tmp_path / "one"), load_tokenized(tmp_path / "two")
+    for split in one:
+        assert two[split].to_dict() == one[split].to_dict()
+        assert two[split].features["src_ids"].feature.dtype == "int32"
+    assert not (tmp_path / "two" / "encoding").exists()
+
+
+# sha256 of the tokenize stage's outputs on the Multi30k en-de mirror with the default params, as computed
+# before the stage streamed and sampled its input: the vocabulary and the ids must stay byte-identical.
+MULTI30K_SHA256 = {
+    "spm.model": "51c8c98c0390b0a3aa07e85e2e32605bd6e6a9a9ea49c6e46eed5ac642d89075",
+    "spm.vocab": "c94a716c89ac90118674791d0274bbf6520b5a70e657aad80751880aa15fb175",
+    "vocab.json": "3220277b3e9f35240dd843535482b0f2140f5b435c8524fe250d4ea4731190a4",
+    "train": "cb8b90f706b90e1289f5e102e1d6d3b8f2359fcea94d5795b89e2b834cc7e74c",
+    "val": "5981e5df1e7727d11b2b8d0e36c6324181987fdfd191af36790799c83a602b6e",
+    "test_2016_flickr": "28ae81048b688e4f51d0bf56486a84623ecd95364567ed5c669c50c2be42a18a",
+    "test_2017_flickr": "08355316f80fab5c2237988b7037872d0f503da883067f9e75db7ea7df25f04f",
+}
+
+
+def ids_sha256(split) -> str:
+    """Every src_ids row then every tgt_ids row, as little-endian int32 with an 0xffffffff after each row."""
+    digest = hashlib.sha256()
+    for side in ("src_ids", "tgt_ids"):
+        for ids in split[side]:
+            digest.update(np.asarray(ids, dtype="<i4").tobytes() + b"\xff\xff\xff\xff")
+    return digest.hexdigest()
+
+
+def test_multi30k_vocabulary_and_ids_are_unchanged(tmp_path):
+    if not os.environ.get("NMTBENCH_DATA_MIRROR"):
+        pytest.skip("set NMTBENCH_DATA_MIRROR to a folder holding the Multi30k raw files")
+    prepare(DataConfig(), Path(os.environ["NMTBENCH_DATA_MIRROR"]), tmp_path / "prepared", tmp_path / "stats.json",
+            tmp_path / "raw")
+    tokenize(TokenizeConfig(), tmp_path / "prepared", tmp_path / "tokenized")
+    found = {name: hashlib.sha256((tmp_path / "tokenized" / name).read_bytes()).hexdigest()
+             for name in ("spm.model", "spm.vocab", "vocab.json")}
+    found |= {split: ids_sha256(data) for split, data in load_tokenized(tmp_path / "tokenized").items()}
+    assert found == MULTI30K_SHA256
 
 
 @pytest.mark.parametrize("vocab_size, message", [

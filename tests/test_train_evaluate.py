@@ -211,7 +211,7 @@ def test_two_process_data_parallel_training_on_cpu(project, tmp_path):
     data = TranslationData(Path("data/tokenized"), batch_tokens=64, seed=project.seeds[0])
     data.setup()
     train = data.splits["train"]
-    batches = TokenBatchSampler([len(s) for s in train.src_ids], [len(t) for t in train.tgt_ids], 64, True).batches()
+    batches = TokenBatchSampler(train.src_lens, train.tgt_lens, 64, True).batches()
     assert metrics["steps"] == metrics["epochs"] * (len(batches) // 2)
     assert len(list(Path("wandb").glob("offline-run-*"))) == 1  # rank 0 alone logs
     _, rows = read_curve()  # one row per validation, tokens summed over both ranks, BLEU broadcast from rank 0

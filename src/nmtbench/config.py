@@ -140,9 +140,11 @@ class TokenizeConfig:
     model_type: str = "bpe"
     vocab_size: int = 8000
     character_coverage: float = 1.0
+    sample_sentences: int = 2_000_000
 
     def __post_init__(self):
         choice("tokenize.model_type", self.model_type, ("bpe", "unigram"))
+        positive("tokenize.sample_sentences", self.sample_sentences)
         if self.vocab_size < 8:
             raise ConfigError(f"tokenize.vocab_size: must be at least 8, got {self.vocab_size}")
         if not 0 < self.character_coverage <= 1:
@@ -187,6 +189,7 @@ class TrainConfig:
     precision: str = "32-true"
     deterministic: bool = False
     num_threads: int = 0
+    num_workers: int = 0
     checkpoint_every_steps: int = 0
     average_last: int = 0
 
@@ -203,6 +206,7 @@ class TrainConfig:
         positive("train.warmup_steps", self.warmup_steps, allow_zero=True)
         positive("train.gradient_clip_val", self.gradient_clip_val, allow_zero=True)
         positive("train.num_threads", self.num_threads, allow_zero=True)
+        positive("train.num_workers", self.num_workers, allow_zero=True)
         if not 0 <= self.label_smoothing < 1:
             raise ConfigError(f"train.label_smoothing: must be in [0, 1), got {self.label_smoothing}")
         choice("train.schedule", self.schedule, ("inverse_sqrt", "cosine", "plateau", "constant"))

@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader
 from nmtbench.analysis.fitting import fit
 from nmtbench.analysis.sizing import at_width
 from nmtbench.config import AnalyzeConfig
-from nmtbench.data.batching import PairDataset, TokenBatchSampler, collate, pad
+from nmtbench.data.batching import PairDataset, TokenBatchSampler, batch_loader, pad
 from nmtbench.data.tokenizer import BOS, EOS, PAD
 from nmtbench.decoding.search import greedy
 
@@ -53,8 +53,8 @@ def evaluation_pairs(task: str, cfg: AnalyzeConfig) -> dict[int, list[tuple[list
 def loader(pairs, cfg: AnalyzeConfig) -> DataLoader:
     src, tgt = [s for s, _ in pairs], [t for _, t in pairs]
     budget = cfg.synthetic_batch * 2 * (cfg.train_length + 1)  # synthetic_batch rows of the longest pairs
-    sampler = TokenBatchSampler([len(s) for s in src], [len(t) for t in tgt], budget, shuffle=True, seed=cfg.seed)
-    return DataLoader(PairDataset(src, tgt), batch_sampler=sampler, collate_fn=collate)
+    data = PairDataset.from_lists(src, tgt)
+    return batch_loader(data, TokenBatchSampler(data.src_lens, data.tgt_lens, budget, shuffle=True, seed=cfg.seed))
 
 
 @torch.no_grad()

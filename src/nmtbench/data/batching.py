@@ -1,10 +1,14 @@
-"""Token-budget batches of length-sorted pairs, padded and ready for teacher forcing."""
+"""Token-budget batches of length-sorted pairs, read from the memory-mapped tokenized dataset a batch at a
+time and padded for teacher forcing."""
 from __future__ import annotations
 
 import random
 from pathlib import Path
 
+import datasets
 import lightning as L
+import numpy as np
+import pyarrow.compute as pc
 import torch
 from torch.utils.data import DataLoader, Sampler
 
@@ -16,28 +20,105 @@ def pad(sequences: list[list[int]]) -> torch.Tensor:
     return torch.tensor([s + [PAD] * (width - len(s)) for s in sequences], dtype=torch.long)
 
 
-def collate(pairs: list[tuple[int, list[int], list[int]]]) -> dict[str, torch.Tensor]:
-    """(index, src_ids, tgt_ids) pairs -> padded batch; tgt_in starts with bos, tgt_out ends with eos."""
-    index, src, tgt = zip(*pairs)
-    src = pad(list(src))  # (B, S)
-    return {
-        "index": torch.tensor(index),
-        "src": src,
-        "src_mask": src != PAD,
-        "tgt_in": pad([[BOS] + t for t in tgt]),  # (B, T)
-        "tgt_out": pad([t + [EOS] for t in tgt]),  # (B, T)
-    }
+def pad_flat(ids: np.ndarray, lengths: np.ndarray, first: int | None = None, last: int | None = None) -> torch.Tensor:
+    """B sequences given as their ids end to end and their lengths -> (B, W) padded with PAD, each with an
+    optional first token before its ids and last token after them."""
+    start = int(first is not None)
+    width = int(lengths.max(initial=0)) + start + int(last is not None)
+    out = np.full((len(lengths), width), PAD, dtype=np.int64)  # (B, W)
+    column = np.arange(width)
+    out[(column >= start) & (column < lengths[:, None] + start)] = ids  # fills row by row, as ids are laid out
+    if first is not None:
+        out[:, 0] = first
+    if last is not None:
+        out[np.arange(len(lengths)), lengths + start] = last
+    return torch.from_numpy(out)
 
 
 class PairDataset(torch.utils.data.Dataset):
-    def __init__(self, src_ids: list[list[int]], tgt_ids: list[list[int]]):
-        self.src_ids, self.tgt_ids = src_ids, tgt_ids
+    """The src_ids/tgt_ids pairs of a tokenized split, indexed by a whole batch of pair indices at once.
+
+    The ids stay in the Arrow table (memory-mapped when the split was loaded from disk), so a training
+    process holds only the length arrays and the batch being read, however large the corpus.
+    """
+
+    def __init__(self, split: datasets.Dataset):
+        self.split = split.select_columns(["src_ids", "tgt_ids"]).with_format("arrow")
+        self.src_lens, self.tgt_lens = (pc.list_value_length(self.split[side]).to_numpy() for side in ("src_ids", "tgt_ids"))
+
+    @classmethod
+    def from_lists(cls, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> PairDataset:
+        """Pairs held in memory (the analysis stage's synthetic tasks)."""
+        ids = datasets.List(datasets.Value("int32"))
+        return cls(datasets.Dataset.from_dict({"src_ids": src_ids, "tgt_ids": tgt_ids},
+                                              features=datasets.Features({"src_ids": ids, "tgt_ids": ids})))
 
     def __len__(self):
-        return len(self.src_ids)
+        return len(self.src_lens)
 
-    def __getitem__(self, i):
-        return i, self.src_ids[i], self.tgt_ids[i]
+    def __getitem__(self, indices: list[int]) -> dict[str, torch.Tensor]:
+        """A padded batch; tgt_in starts with bos, tgt_out ends with eos."""
+        rows = self.split[indices]
+        (src, src_lens), (tgt, tgt_lens) = ((pc.list_flatten(rows[side]).to_numpy(), pc.list_value_length(rows[side]).to_numpy())
+                                            for side in ("src_ids", "tgt_ids"))
+        padded_src = pad_flat(src, src_lens)  # (B, S)
+        return {
+            "index": torch.tensor(indices),
+            "src": padded_src,
+            "src_mask": padded_src != PAD,
+            "tgt_in": pad_flat(tgt, tgt_lens, first=BOS),  # (B, T)
+            "tgt_out": pad_flat(tgt, tgt_lens, last=EOS),  # (B, T)
+        }
+
+
+def random_floats(rng: random.Random, n: int) -> np.ndarray:
+    """[rng.random() for _ in range(n)] as an array, drawn by numpy from the same Mersenne Twister state,
+    which rng then continues from: numpy's doubles are built from the generator's words the same way."""
+    version, state, gauss = rng.getstate()
+    twister = np.random.MT19937()
+    twister.state = {"bit_generator": "MT19937", "state": {"key": np.array(state[:-1], dtype=np.uint32), "pos": state[-1]}}
+    floats = np.random.Generator(twister).random(n)
+    after = twister.state["state"]
+    rng.setstate((version, (*after["key"].tolist(), int(after["pos"])), gauss))
+    return floats
+
+
+def length_order(src_lens: np.ndarray, tgt_lens: np.ndarray, tie: np.ndarray | None) -> np.ndarray:
+    """Pair indices sorted by (source length, target length, tie), equal keys kept in index order: a stable
+    sort by each key in turn, the least significant first."""
+    order = np.arange(len(src_lens))
+    if tie is not None:
+        order = np.argsort(tie)  # quicksort, several times faster than a stable sort of doubles ...
+        if np.any(np.diff(tie[order]) == 0):  # ... and as exact unless two doubles are equal (about never)
+            order = np.argsort(tie, kind="stable")
+    for lengths in (tgt_lens, src_lens):
+        key = lengths[order]
+        if key.max(initial=0) < 2**16:
+            key = key.astype(np.uint16)  # numpy's stable sort is a radix sort for 16-bit keys
+        order = order[np.argsort(key, kind="stable")]
+    return order
+
+
+def pack(src_lens: np.ndarray, tgt_lens: np.ndarray, batch_tokens: int) -> np.ndarray:
+    """Where each batch starts among length-sorted pairs, plus the end: [0, ..., len(src_lens)].
+
+    The greedy packing of one pair at a time (a pair joins the open batch while its padded size, with the
+    longest source and target so far, stays within batch_tokens) done a run of equal-length pairs at a
+    time: within a run the padded width stops changing after its first pair, so the batch sizes follow.
+    """
+    n = len(src_lens)
+    starts = np.flatnonzero(np.diff(src_lens, prepend=-1) | np.diff(tgt_lens, prepend=-1))
+    counts = np.diff(starts, append=n)
+    cuts, size, longest_src, longest_tgt = [], 0, 0, 0
+    for start, count, s, t in zip(starts.tolist(), counts.tolist(), src_lens[starts].tolist(), tgt_lens[starts].tolist()):
+        width = max(longest_src, s) + max(longest_tgt, t)
+        joining = min(count, batch_tokens // width - size) if size and (size + 1) * width <= batch_tokens else 0
+        size, longest_src, longest_tgt = size + joining, max(longest_src, s), max(longest_tgt, t)
+        if rest := count - joining:  # the others open batches of their own width, a lone over-long pair included
+            capacity = max(batch_tokens // (s + t), 1)
+            cuts.extend(range(start + joining, start + count, capacity))
+            size, longest_src, longest_tgt = (rest - 1) % capacity + 1, s, t
+    return np.array([*cuts, n], dtype=np.int64)
 
 
 class TokenBatchSampler(Sampler[list[int]]):
@@ -45,7 +126,8 @@ class TokenBatchSampler(Sampler[list[int]]):
 
     Pairs are sorted by length so a batch wastes little on padding; with shuffle, ties are broken and
     the batch order drawn from a generator seeded with seed + epoch, so every epoch differs yet a run is
-    reproducible. A pair too long for the budget on its own gets a batch of its own.
+    reproducible. A pair too long for the budget on its own gets a batch of its own. The plan is built
+    from the length arrays once per epoch and kept, so len() costs nothing after the first call.
 
     Under data parallelism every rank builds the same batch list and takes every num_replicas-th
     batch from position rank. With even_shards (training), the last len % num_replicas batches are
@@ -57,12 +139,13 @@ class TokenBatchSampler(Sampler[list[int]]):
     as Lightning counts the skipped batches among the epoch's batches.
     """
 
-    def __init__(self, src_lens: list[int], tgt_lens: list[int], batch_tokens: int, shuffle: bool, seed: int = 0,
+    def __init__(self, src_lens, tgt_lens, batch_tokens: int, shuffle: bool, seed: int = 0,
                  num_replicas: int = 1, rank: int = 0, even_shards: bool = True):
-        self.src_lens, self.tgt_lens = src_lens, tgt_lens
+        self.src_lens, self.tgt_lens = np.asarray(src_lens), np.asarray(tgt_lens)
         self.batch_tokens, self.shuffle, self.seed, self.epoch = batch_tokens, shuffle, seed, 0
         self.num_replicas, self.rank, self.even_shards = num_replicas, rank, even_shards
         self.start = 0  # batches of this epoch trained before an interruption
+        self.planned: tuple | None = None  # (epoch, order, bounds, this rank's batch numbers)
 
     def set_epoch(self, epoch: int) -> None:
         if epoch != self.epoch:
@@ -74,61 +157,68 @@ class TokenBatchSampler(Sampler[list[int]]):
         if batches_done >= len(self):
             self.epoch, self.start = epoch + 1, 0
 
+    def plan(self) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        """This epoch's (order, bounds, picked): this rank's k-th batch is order[bounds[b] : bounds[b + 1]], b = picked[k]."""
+        if self.planned is None or self.planned[0] != self.epoch:
+            rng = random.Random(self.seed + self.epoch)
+            tie = random_floats(rng, len(self.src_lens)) if self.shuffle else None
+            order = length_order(self.src_lens, self.tgt_lens, tie)
+            bounds = pack(self.src_lens[order], self.tgt_lens[order] + 1, self.batch_tokens)  # +1: bos/eos
+            picked = list(range(len(bounds) - 1))
+            if self.shuffle:
+                rng.shuffle(picked)
+            if self.even_shards:
+                picked = picked[: len(picked) - len(picked) % self.num_replicas]
+            self.planned = (self.epoch, order, bounds, picked[self.rank :: self.num_replicas])
+        return self.planned[1:]
+
     def batches(self) -> list[list[int]]:
-        rng = random.Random(self.seed + self.epoch)
-        tie = [rng.random() for _ in self.src_lens] if self.shuffle else [0.0] * len(self.src_lens)
-        order = sorted(range(len(self.src_lens)), key=lambda i: (self.src_lens[i], self.tgt_lens[i], tie[i]))
-        batches, batch, longest_src, longest_tgt = [], [], 0, 0
-        for i in order:
-            s, t = max(longest_src, self.src_lens[i]), max(longest_tgt, self.tgt_lens[i] + 1)  # +1: bos/eos
-            if batch and (len(batch) + 1) * (s + t) > self.batch_tokens:
-                batches.append(batch)
-                batch, s, t = [], self.src_lens[i], self.tgt_lens[i] + 1
-            batch.append(i)
-            longest_src, longest_tgt = s, t
-        if batch:
-            batches.append(batch)
-        if self.shuffle:
-            rng.shuffle(batches)
-        if self.even_shards:
-            batches = batches[: len(batches) - len(batches) % self.num_replicas]
-        return batches[self.rank :: self.num_replicas]
+        order, bounds, picked = self.plan()
+        return [order[bounds[b] : bounds[b + 1]].tolist() for b in picked]
 
     def __iter__(self):
         start, self.start = self.start, 0
-        return iter(self.batches()[start:])
+        order, bounds, picked = self.plan()
+        return (order[bounds[b] : bounds[b + 1]].tolist() for b in picked[start:])
 
     def __len__(self):
-        return len(self.batches())
+        return len(self.plan()[2])
+
+
+def batch_loader(data: PairDataset, sampler: TokenBatchSampler, num_workers: int = 0,
+                 pin_memory: bool = False) -> DataLoader:
+    """Batches in the sampler's order; the sampler yields whole batches of indices, which data reads at once."""
+    # a generator of its own: each new iterator draws a seed from it, which would otherwise come
+    # from the global generator that dropout draws from, shifting dropout masks after a resume
+    return DataLoader(data, sampler=sampler, batch_size=None, num_workers=num_workers, pin_memory=pin_memory,
+                      persistent_workers=num_workers > 0, generator=torch.Generator())
 
 
 class TranslationData(L.LightningDataModule):
     """Train and val splits of the tokenized dataset, batched by tokens."""
 
-    def __init__(self, tokenized_dir: Path, batch_tokens: int, seed: int):
+    def __init__(self, tokenized_dir: Path, batch_tokens: int, seed: int, num_workers: int = 0):
         super().__init__()
         self.tokenized_dir, self.batch_tokens, self.seed = Path(tokenized_dir), batch_tokens, seed
+        self.num_workers = num_workers
         self.resume_at: dict | None = None  # where a restored checkpoint stopped in its epoch
 
     def setup(self, stage: str | None = None) -> None:
         from nmtbench.data.tokenizer import load_tokenized
 
         dataset = load_tokenized(self.tokenized_dir)
-        self.splits = {name: PairDataset(dataset[name]["src_ids"], dataset[name]["tgt_ids"])
-                       for name in ("train", "val")}
+        self.splits = {name: PairDataset(dataset[name]) for name in ("train", "val")}
 
     def loader(self, split: str, train: bool) -> DataLoader:
         data = self.splits[split]
         world, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (1, 0)
-        sampler = TokenBatchSampler([len(s) for s in data.src_ids], [len(t) for t in data.tgt_ids],
-                                    self.batch_tokens, shuffle=train, seed=self.seed,
+        sampler = TokenBatchSampler(data.src_lens, data.tgt_lens, self.batch_tokens, shuffle=train, seed=self.seed,
                                     num_replicas=world, rank=rank, even_shards=train)
         if train and self.resume_at:
             sampler.resume(**self.resume_at)
             self.resume_at = None
-        # a generator of its own: each new iterator draws a seed from it, which would otherwise come
-        # from the global generator that dropout draws from, shifting dropout masks after a resume
-        return DataLoader(data, batch_sampler=sampler, collate_fn=collate, generator=torch.Generator())
+        on_gpu = self.trainer is not None and self.trainer.strategy.root_device.type == "cuda"
+        return batch_loader(data, sampler, self.num_workers, pin_memory=on_gpu)
 
     def train_dataloader(self):
         return self.loader("train", train=True)

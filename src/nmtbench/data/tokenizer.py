@@ -2,15 +2,21 @@
 
 Detokenization is lossless: no normalization, whitespace kept as is, and byte fallback for characters never
 seen in train, so decode(encode(text)) == text for every string and BLEU is scored on the exact references.
+
+Neither step holds the corpus in Python: sentencepiece reads a bounded, seeded sample of train streamed from
+the memory-mapped prepared dataset, and encoding is a batched map writing Arrow int32 columns to disk.
 """
 from __future__ import annotations
 
 import hashlib
 import io
+import os
 import re
-from collections.abc import Iterable
+import shutil
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import numpy as np
 import sentencepiece as spm
 from datasets import Dataset, DatasetDict, Features, List, Value, load_from_disk
 
@@ -21,6 +27,8 @@ from nmtbench.files import atomic_dir, write_json
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 SEED = 0  # fixed rather than train.seed, so changing the training seed keeps the vocabulary
+ROWS_PER_BATCH = 10_000  # rows read or encoded at a time: a few MB of text
+ROWS_PER_PROCESS = 200_000  # a split encodes in one process per this many rows, up to one per core
 FEATURES = Features({"src": Value("string"), "tgt": Value("string"),
                      "src_ids": List(Value("int32")), "tgt_ids": List(Value("int32"))})
 
@@ -53,7 +61,18 @@ class Tokenizer:
         return self.sp.decode([int(i) for i in ids])
 
 
-def train_sentencepiece(sentences: list[str], cfg: TokenizeConfig) -> bytes:
+def training_sentences(train: Dataset, sample: int) -> Iterator[str]:
+    """Every source sentence of train, then every target sentence; when that is more than sample sentences,
+    a seeded uniform draw of sample of them without replacement, still in that order."""
+    pairs = len(train)
+    chosen = None if 2 * pairs <= sample else np.sort(np.random.default_rng(SEED).choice(2 * pairs, sample, replace=False))
+    for side, first in (("src", 0), ("tgt", pairs)):
+        rows = train if chosen is None else train.select(chosen[(chosen >= first) & (chosen < first + pairs)] - first)
+        for batch in rows.select_columns([side]).iter(batch_size=ROWS_PER_BATCH):
+            yield from batch[side]
+
+
+def train_sentencepiece(sentences: Iterable[str], cfg: TokenizeConfig) -> bytes:
     """The serialized model, turning sentencepiece's cryptic vocabulary-size errors into DataErrors."""
     spm.set_random_generator_seed(SEED)
     model = io.BytesIO()  # not model_prefix, which would record the temp folder's name in the model
@@ -63,7 +82,7 @@ def train_sentencepiece(sentences: list[str], cfg: TokenizeConfig) -> bytes:
             model_type=cfg.model_type, vocab_size=cfg.vocab_size, character_coverage=cfg.character_coverage,
             pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS,
             normalization_rule_name="identity", remove_extra_whitespaces=False, byte_fallback=True,
-            input_sentence_size=0, shuffle_input_sentence=False,  # all sentences, in order: reproducible
+            input_sentence_size=0, shuffle_input_sentence=False,  # all it is given, in order: reproducible
             num_threads=2, minloglevel=2)
     except RuntimeError as e:
         if m := re.search(r"smaller than required_chars\. (\d+) vs (\d+)", str(e)):
@@ -76,10 +95,16 @@ def train_sentencepiece(sentences: list[str], cfg: TokenizeConfig) -> bytes:
     return model.getvalue()
 
 
-def encode_split(tokenizer: Tokenizer, data: Dataset) -> Dataset:
-    src, tgt = list(data["src"]), list(data["tgt"])
-    return Dataset.from_dict({"src": src, "tgt": tgt, "src_ids": tokenizer.encode_batch(src),
-                              "tgt_ids": tokenizer.encode_batch(tgt)}, features=FEATURES)
+def encode_rows(rows: dict[str, list[str]], tokenizer: Tokenizer) -> dict[str, list[list[int]]]:
+    return {"src_ids": tokenizer.encode_batch(rows["src"]), "tgt_ids": tokenizer.encode_batch(rows["tgt"])}
+
+
+def encode_split(tokenizer: Tokenizer, data: Dataset, cache_file: Path) -> Dataset:
+    """data with its src_ids and tgt_ids, written to cache_file (and its per-process shards)."""
+    processes = min(os.cpu_count() or 1, len(data) // ROWS_PER_PROCESS)
+    return data.map(encode_rows, fn_kwargs={"tokenizer": tokenizer}, batched=True, batch_size=ROWS_PER_BATCH,
+                    features=FEATURES, num_proc=processes if processes > 1 else None,
+                    cache_file_name=str(cache_file), new_fingerprint=cache_file.stem, desc=f"encoding {cache_file.stem}")
 
 
 def tokenize(params: Params | TokenizeConfig, prepared_dir: Path = Path("data/prepared"),
@@ -88,14 +113,16 @@ def tokenize(params: Params | TokenizeConfig, prepared_dir: Path = Path("data/pr
     cfg = params.tokenize if isinstance(params, Params) else params
     prepared = load_prepared(prepared_dir)
     with atomic_dir(out_dir) as tmp:
-        model = train_sentencepiece([*prepared["train"]["src"], *prepared["train"]["tgt"]], cfg)
+        model = train_sentencepiece(training_sentences(prepared["train"], cfg.sample_sentences), cfg)
         (tmp / "spm.model").write_bytes(model)
         tokenizer = Tokenizer(tmp / "spm.model")
         # spm.vocab is for people reading the vocabulary: one "piece<TAB>score" per id, as sentencepiece writes it.
         (tmp / "spm.vocab").write_text("".join(f"{tokenizer.sp.id_to_piece(i)}\t{tokenizer.sp.get_score(i):g}\n"
                                                for i in range(tokenizer.vocab_size)))
-        encoded = DatasetDict({split: encode_split(tokenizer, data) for split, data in prepared.items()})
+        encoded = DatasetDict({split: encode_split(tokenizer, data, tmp / "encoding" / f"{split}.arrow")
+                               for split, data in prepared.items()})
         encoded.save_to_disk(str(tmp / "dataset"))
+        shutil.rmtree(tmp / "encoding")
         write_json(tmp / "vocab.json", {"size": tokenizer.vocab_size, "pad": PAD, "unk": UNK, "bos": BOS,
                                         "eos": EOS, "sha256": tokenizer.sha256})
     return Tokenizer(out_dir)

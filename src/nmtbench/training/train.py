@@ -51,7 +51,7 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
         torch.set_num_threads(cfg.num_threads)
 
     module = TranslationModule(name, block, vocab["size"], PAD, vocab["sha256"], dataclasses.asdict(cfg), seed)
-    data = TranslationData(tokenized_dir, cfg.batch_tokens, seed)
+    data = TranslationData(tokenized_dir, cfg.batch_tokens, seed, cfg.num_workers)
     # what this run needs to continue after an interruption; removed once it has finished
     unfinished = Path(model_dir) / "unfinished"
     resume_from = resumable_checkpoint(unfinished, module.fingerprint, set_aside=rank_zero_only.rank == 0)
@@ -73,9 +73,9 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
                                     save_top_k=cfg.average_last, save_weights_only=True, auto_insert_metric_name=False)
         callbacks.append(snapshots)
     if cfg.val_bleu_sentences != 0:
-        val, first = load_tokenized(tokenized_dir)["val"], cfg.val_bleu_sentences
-        callbacks.append(ValidationBleu(Tokenizer(tokenized_dir), list(val["src_ids"])[:first],
-                                        list(val["tgt"])[:first]))
+        val = load_tokenized(tokenized_dir)["val"]
+        val = val.select(range(min(cfg.val_bleu_sentences or len(val), len(val))))
+        callbacks.append(ValidationBleu(Tokenizer(tokenized_dir), list(val["src_ids"]), list(val["tgt"])))
     if cfg.early_stopping_patience:
         callbacks.append(EarlyStopping(monitor=monitor, mode=mode, patience=cfg.early_stopping_patience))
     trainer = L.Trainer(
