@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from nmtbench.data.batching import PairDataset, TokenBatchSampler, batch_loader, random_floats
+from nmtbench.data.batching import PairDataset, TokenBatchSampler, batch_loader, length_order, random_floats
 from nmtbench.data.tokenizer import BOS, EOS, PAD
 
 SRC_LENS = [3, 9, 1, 4, 4, 12, 2, 7, 5, 30]
@@ -70,6 +70,19 @@ def test_the_plan_equals_the_pair_by_pair_reference_on_random_lengths(trial):
     src, tgt = rng.integers(1, longest + 1, n).tolist(), rng.integers(1, longest + 1, n).tolist()
     budget, shuffle, seed = int(rng.choice([16, 64, 500, 4096])), bool(trial % 4), int(rng.integers(0, 100))
     assert TokenBatchSampler(src, tgt, budget, shuffle, seed=seed).batches() == reference_batches(src, tgt, budget, shuffle, seed)
+
+
+@pytest.mark.parametrize("longest", [60, 2**20, 2**40])
+def test_length_order_is_a_stable_sort_by_lengths_then_tie(longest):
+    """At 2**20 only 12 of the tie's bits fit in the sort key beside the lengths and the index, so many
+    pairs agree in them and are settled by their whole tie; at 2**40 nothing fits and lexsort takes over."""
+    rng = np.random.default_rng(longest)
+    n = 2000
+    src, tgt = rng.choice([1, longest], n), rng.choice([2, longest], n)
+    tie = rng.integers(0, 2**16, n) / 2**16  # about 30 exactly equal ties, which keep index order
+    expected = sorted(range(n), key=lambda i: (src[i], tgt[i], tie[i]))
+    assert length_order(src, tgt, tie).tolist() == expected
+    assert length_order(src, tgt, None).tolist() == sorted(range(n), key=lambda i: (src[i], tgt[i]))
 
 
 def test_random_floats_are_python_randoms_and_the_generator_continues_after_them():

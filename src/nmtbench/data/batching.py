@@ -84,18 +84,37 @@ def random_floats(rng: random.Random, n: int) -> np.ndarray:
 
 
 def length_order(src_lens: np.ndarray, tgt_lens: np.ndarray, tie: np.ndarray | None) -> np.ndarray:
-    """Pair indices sorted by (source length, target length, tie), equal keys kept in index order: a stable
-    sort by each key in turn, the least significant first."""
-    order = np.arange(len(src_lens))
-    if tie is not None:
-        order = np.argsort(tie)  # quicksort, several times faster than a stable sort of doubles ...
-        if np.any(np.diff(tie[order]) == 0):  # ... and as exact unless two doubles are equal (about never)
-            order = np.argsort(tie, kind="stable")
-    for lengths in (tgt_lens, src_lens):
-        key = lengths[order]
-        if key.max(initial=0) < 2**16:
-            key = key.astype(np.uint16)  # numpy's stable sort is a radix sort for 16-bit keys
-        order = order[np.argsort(key, kind="stable")]
+    """Pair indices sorted by (source length, target length, tie), equal keys kept in index order; tie holds
+    doubles in [0, 1), as random_floats draws them.
+
+    One np.sort of 64-bit keys holding, from the high bits to the low, the source length, the target length,
+    as many of the tie's top bits as fit and the pair index: several times faster than an argsort or a
+    stable sort per key. Pairs whose keys agree down to the index (the same lengths and tie bits, a few
+    among millions) are then put in order by their whole tie.
+    """
+    src_lens, tgt_lens = np.asarray(src_lens, dtype=np.uint64), np.asarray(tgt_lens, dtype=np.uint64)
+    index_bits, src_bits, tgt_bits = (int(v).bit_length() for v in
+                                      (len(src_lens) - 1, src_lens.max(initial=0), tgt_lens.max(initial=0)))
+    spare_bits = 64 - src_bits - tgt_bits - index_bits
+    if spare_bits < 0:  # lengths too long to share 64 bits with the index: a stable sort key by key
+        return np.lexsort((tgt_lens, src_lens) if tie is None else (tie, tgt_lens, src_lens))
+    tie_bits = 0 if tie is None else min(spare_bits, 53)  # a double's 53 bits: all of it
+    key = src_lens << np.uint64(tgt_bits)
+    key |= tgt_lens
+    if tie_bits:
+        key <<= np.uint64(tie_bits)
+        key |= (tie * 2.0**tie_bits).astype(np.uint64)  # the top bits, in the same order as the doubles
+    key <<= np.uint64(index_bits)
+    key |= np.arange(len(key), dtype=np.uint64)
+    key.sort()
+    order = (key & np.uint64((1 << index_bits) - 1)).astype(np.int64)
+    if tie_bits:
+        same = (key[1:] >> np.uint64(index_bits)) == (key[:-1] >> np.uint64(index_bits))  # same as the next pair
+        if same.any():
+            runs = np.flatnonzero(np.r_[False, same] | np.r_[same, False])  # positions in a run of equal keys
+            run = np.cumsum(~np.r_[False, same][runs])  # which run each of them is in
+            tied = order[runs]  # in index order within each run
+            order[runs] = tied[np.lexsort((tie[tied], run))]  # stable: equal whole ties keep index order
     return order
 
 
