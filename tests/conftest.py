@@ -159,8 +159,8 @@ def assert_nothing_written(tmp_path):
 def pipeline_workspace(workspace: Path, profile: Path, **env: str):
     """A DVC workspace of this project's params.yaml + profile; returns run(*cmd), which runs a command there."""
     # the stages call `nmtbench` and `dvc`: put this interpreter's scripts first on PATH
-    env = {**os.environ, "WANDB_SILENT": "true", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           **env}
-    subprocess.run([sys.executable, "-m", "nmtbench", "--params", str(ROOT / "params.yaml"), "workspace", str(workspace),
-                    "--profile", str(profile)], check=True, env=env)
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    env = {**os.environ, "WANDB_SILENT": "true", "PATH": path, **env}
+    subprocess.run([sys.executable, "-m", "nmtbench", "--params", str(ROOT / "params.yaml"),
+                    "workspace", str(workspace), "--profile", str(profile)], check=True, env=env)
     return lambda *cmd: subprocess.run(cmd, cwd=workspace, env=env, check=True, capture_output=True, text=True)
