@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from nmtbench.config import ConfigError, DecodeConfig, load_params
+from nmtbench.runs import RESULTS
 
 
 def _prepare(args):
@@ -45,21 +46,21 @@ def _compare(args):
 
     params = load_params(args.params)
     compare(list(params.models), params.seeds, params.compare, load_tokenized())
-    print(Path("results/comparison.md").read_text())
+    print((RESULTS / "comparison.md").read_text())
 
 
 def _beam_sweep(args):
     from nmtbench.evaluation.beam_sweep import beam_sweep
 
     beam_sweep(load_params(args.params))
-    print(Path("results/beam_sweep.md").read_text())
+    print((RESULTS / "beam_sweep.md").read_text())
 
 
 def _analyze(args):
     from nmtbench.analysis.analyze import analyze
 
     analyze(load_params(args.params))
-    print(Path("results/claims.md").read_text())
+    print((RESULTS / "claims.md").read_text())
 
 
 def _report(args):

@@ -436,11 +436,6 @@ def parse_params(raw: dict) -> Params:
     return Params(**built, models=models, seeds=seeds, analyze=analyze)
 
 
-def run_dir(name: str, seed: int) -> Path:
-    """One run of the models x seeds grid; it lives at models/, metrics/ and results/ + <name>/seed<seed>."""
-    return Path(name) / f"seed{seed}"
-
-
 def load_params(path: str | Path = "params.yaml") -> Params:
     path = Path(path)
     if not path.is_file():
