@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from conftest import assert_nothing_written
+from helpers.data import assert_nothing_written
 from nmtbench.config import DataConfig, load_params, parse_params
 from nmtbench.data.prepare import load_prepared, prepare
 from nmtbench.data.sources import DataError, load_checksums, mirror_from_env, sha256

@@ -6,7 +6,7 @@ import datasets
 import pytest
 from datasets import Dataset
 
-from conftest import assert_nothing_written
+from helpers.data import assert_nothing_written
 from nmtbench.config import DataConfig
 from nmtbench.data.prepare import load_prepared, prepare
 from nmtbench.data.sources import DataError, sha256

@@ -14,7 +14,8 @@ import pytest
 import torch
 import yaml
 
-from conftest import tiny_files, write_tiny_project
+from helpers.data import tiny_files
+from helpers.project import write_tiny_project
 from nmtbench.cli import main
 from nmtbench.config import ConfigError, DataConfig, ReportConfig, TokenizeConfig, parse_params
 from nmtbench.data.batching import TokenBatchSampler, TranslationData
