@@ -68,7 +68,8 @@ def write_corpus(folder: Path, pairs: int) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     lengths = []
     for split, n in (("train", pairs), ("val", EVAL_PAIRS), ("test", EVAL_PAIRS)):
-        files = {lang: gzip.open(folder / f"{split}.{lang}.gz", "wt", encoding="utf-8", compresslevel=1) for lang in LANGS}
+        files = {lang: gzip.open(folder / f"{split}.{lang}.gz", "wt", encoding="utf-8", compresslevel=1)
+                 for lang in LANGS}
         for first in range(0, n, 100_000):
             parts = rng.geometric(0.5, min(100_000, n - first))  # Multi30k pairs per pair, mean 2
             drawn = rng.integers(0, len(words), parts.sum())
@@ -228,7 +229,8 @@ def main() -> None:
     if len(rows) > 1:
         print("\ngrowth from each size to the next (step time; CPU time; peak memory):")
         for step in STEPS:
-            print(f"  {step:9s} {growth(rows, step, 'step_s')}; {growth(rows, step, 'cpu_s')}; {growth(rows, step, 'peak_mem')}")
+            print(f"  {step:9s} {growth(rows, step, 'step_s')}; {growth(rows, step, 'cpu_s')}; "
+                  f"{growth(rows, step, 'peak_mem')}")
     args.work_dir.mkdir(parents=True, exist_ok=True)
     (args.work_dir / "results.json").write_text(json.dumps(rows, indent=1) + "\n")
 

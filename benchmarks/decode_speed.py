@@ -22,6 +22,7 @@ from nmtbench.config import load_params
 from nmtbench.data.tokenizer import load_tokenized
 from nmtbench.decoding.translator import Translator
 from nmtbench.evaluation.scoring import score
+from nmtbench.runs import MODELS
 
 
 class WorkCounter:
@@ -40,7 +41,7 @@ class WorkCounter:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models-dir", type=Path, default=Path("models"))
+    parser.add_argument("--models-dir", type=Path, default=MODELS)
     parser.add_argument("--models", nargs="+", help="only these model folders (names under --models-dir)")
     parser.add_argument("--tokenized-dir", type=Path, default=Path("data/tokenized"))
     parser.add_argument("--split", help="the split decoded (default: the first of data.eval_splits)")

@@ -2,7 +2,7 @@
 import torch
 from torch import nn
 
-from conftest import make_tiny_model
+from helpers.models import PAD, TRANSFORMER, V, make_tiny_model
 from nmtbench.analysis.complexity import (
     DependencyTracker,
     activation_bytes,
@@ -11,6 +11,7 @@ from nmtbench.analysis.complexity import (
     sequential_steps,
 )
 from nmtbench.models.flops import flop_counter, training_step_flops
+from nmtbench.models.registry import build_model
 from nmtbench.models.transformer import MultiHeadAttention
 
 
@@ -58,9 +59,6 @@ def test_transformer_path_length_and_sequential_steps_do_not_depend_on_length():
 
 
 def test_more_transformer_layers_lengthen_the_path_by_the_same_amount_per_layer():
-    from conftest import PAD, TRANSFORMER, V
-    from nmtbench.models.registry import build_model
-
     paths = [path_length(build_model("t", {**TRANSFORMER, "layers": n}, V, PAD).eval(), *batch(6)) for n in (1, 2, 3)]
     assert paths[2] - paths[1] == paths[1] - paths[0] > 0
 

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from conftest import TINY_VARIANTS, make_tiny_model
+from helpers.models import TINY_VARIANTS, make_tiny_model
 from nmtbench.analysis.gradients import by_distance, gradient_map, span
 
 

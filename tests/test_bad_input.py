@@ -51,7 +51,8 @@ def refused(capsys, *argv: str) -> str:
 def set_params(path="params.yaml", **blocks):
     raw = yaml.safe_load(Path(path).read_text())
     for block, values in blocks.items():
-        raw[block] = {**raw[block], **values} if isinstance(values, dict) and isinstance(raw.get(block), dict) else values
+        merge = isinstance(values, dict) and isinstance(raw.get(block), dict)
+        raw[block] = {**raw[block], **values} if merge else values
     Path(path).write_text(yaml.safe_dump(raw))
 
 
@@ -145,7 +146,10 @@ def test_7_a_yaml_syntax_error_names_the_file_line_and_column(project, capsys):
     (errno.ENOSPC, "No space left on device; free disk space"),
 ])
 def test_8_a_read_only_or_full_folder(project, capsys, monkeypatch, code, message):
-    """Tests run as root, whom permissions do not stop: the system's refusal is raised where the writers create files."""
+    """Tests run as root, whom permissions do not stop.
+
+    The system's refusal is raised where the writers create files.
+    """
     def refuse(*args, dir=None, **kwargs):
         raise OSError(code, os.strerror(code), str(dir))
     monkeypatch.setattr(tempfile, "mkstemp", refuse)
@@ -246,16 +250,21 @@ def test_14_a_missing_model_folder_or_tokenizer_names_the_right_fix(project, cap
 def test_15_blocks_of_the_wrong_shape(project, capsys):
     set_params(train=5)
     before = outputs()
-    assert refused(capsys, "train", "tiny") == "train: expected a block of `key: value` lines, got 5; indent its keys under `train:`"
+    assert refused(capsys, "train", "tiny") == ("train: expected a block of `key: value` lines, got 5; "
+                                                "indent its keys under `train:`")
     Path("params.yaml").write_text("- train\n- models\n")
-    assert refused(capsys, "check") == "params: expected blocks such as `train:` and `models:`, got list ['train', 'models']"
+    assert refused(capsys, "check") == ("params: expected blocks such as `train:` and `models:`, "
+                                        "got list ['train', 'models']")
     Path("profile.yaml").write_text("- train: {lr: 0.1}\n")
     assert refused(capsys, "--params", str(Path(__file__).parents[1] / "params.yaml"), "workspace", "ws", "--profile",
                    "profile.yaml") == ("profile.yaml: expected params blocks to override, such as `train:`, got a "
                                        "list; see profiles/smoke.yaml")
     assert not Path("ws").exists()
     Path("profile.yaml").unlink()
-    assert {k: v for k, v in outputs().items() if k != "params.yaml"} == {k: v for k, v in before.items() if k != "params.yaml"}
+    def without_params(files):
+        return {k: v for k, v in files.items() if k != "params.yaml"}
+
+    assert without_params(outputs()) == without_params(before)
 
 
 def test_16_no_test_sets_to_evaluate(project, capsys):

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conftest import TINY_VARIANTS, make_tiny_model
+from helpers.models import TINY_VARIANTS, make_tiny_model
 from nmtbench.config import BudgetConfig
 from nmtbench.models.flops import training_step_flops
 from nmtbench.training.budget import FlopBudget, TrainingFlops, budget_limits, lagrange

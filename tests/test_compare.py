@@ -51,8 +51,7 @@ def root(tmp_path):
 
 
 def run_compare(root, seeds, cfg=CFG, models=("transformer", "rnn")):
-    return compare(list(models), seeds, cfg, {SPLIT: {"src": SOURCES, "tgt": REFERENCES}},
-                   root / "metrics", root / "results")
+    return compare(list(models), seeds, cfg, {SPLIT: {"src": SOURCES, "tgt": REFERENCES}}, root)
 
 
 def test_scores_are_mean_and_sd_over_seeds(root):

@@ -1,7 +1,7 @@
 import pytest
 import yaml
 
-from nmtbench.config import ConfigError, apply_profile, load_params, merge, parse_params, run_dir
+from nmtbench.config import ConfigError, apply_profile, load_params, merge, parse_params
 from nmtbench.models.registry import model_config
 
 
@@ -19,7 +19,8 @@ def test_default_params_load():
 @pytest.mark.parametrize("override, message", [
     ({"data": {"src_lang": "xx"}}, "data.src_lang: 'xx' is not valid; choose one of en, de, fr, cs"),
     ({"data": {"tgt_lang": "en"}}, "data.tgt_lang: 'en' is not valid; choose one of de, fr, cs"),
-    ({"data": {"src_lang": "cs"}}, "data.eval_splits: Multi30k's test_2017_flickr has no 'cs'; remove it from eval_splits"),
+    ({"data": {"src_lang": "cs"}},
+     "data.eval_splits: Multi30k's test_2017_flickr has no 'cs'; remove it from eval_splits"),
     ({"data": {"eval_splits": ["newstest2014"]}}, "data.eval_splits: 'newstest2014' is not valid; choose one of val, "
                                                   "test_2016_flickr, test_2017_flickr"),
     ({"data": {"source": {"kind": "ftp"}}}, "data.source.kind: 'ftp' is not valid; choose one of multi30k, files, hub"),
@@ -80,7 +81,8 @@ def test_files_and_hub_sources_take_any_languages_and_split_names():
     assert (params.data.source.kind, params.data.source.path, params.data.pair) == ("files", "/data/my-corpus", "en-sw")
     assert params.data.splits == ["train", "val", "mytest", "flores"]
     assert params.beam_sweep.split == "flores" and params.report.attention_split is None  # None: the first test set
-    hub = {"kind": "hub", "name": "wmt/wmt14", "config": "de-en", "splits": {"val": "validation", "newstest2014": "test"}}
+    hub = {"kind": "hub", "name": "wmt/wmt14", "config": "de-en",
+           "splits": {"val": "validation", "newstest2014": "test"}}
     source = parse_params(merge(raw(), {"data": {"source": hub, "eval_splits": ["newstest2014"]}})).data.source
     assert [source.dataset_split(s) for s in ("train", "val", "newstest2014")] == ["train", "validation", "test"]
 
@@ -88,7 +90,6 @@ def test_files_and_hub_sources_take_any_languages_and_split_names():
 def test_seeds_make_the_grid_and_each_run_its_folder():
     params = parse_params(merge(raw(), {"seeds": [1, 2, 3], "beam_sweep": {"seed": 2}}))
     assert params.seeds == [1, 2, 3] and params.beam_sweep.seed == 2
-    assert run_dir("transformer", 2).as_posix() == "transformer/seed2"
     assert load_params("params.yaml").seeds == [42]
 
 
@@ -119,7 +120,8 @@ def test_every_profile_overrides_only_known_keys(profile):
 
 
 @pytest.mark.parametrize("profile, source, pair, eval_splits, models", [
-    ("iwslt2017_deen", ("hub", "IWSLT/iwslt2017", "iwslt2017-de-en"), "de-en", ["test"], ["transformer", "gru_attention"]),
+    ("iwslt2017_deen", ("hub", "IWSLT/iwslt2017", "iwslt2017-de-en"), "de-en", ["test"],
+     ["transformer", "gru_attention"]),
     ("wmt14_ende", ("hub", "wmt/wmt14", "de-en"), "en-de", ["newstest2014"], ["transformer", "lstm_attention"]),
 ])
 def test_recipes_bring_their_corpus_and_replace_the_grid(profile, source, pair, eval_splits, models):

@@ -20,7 +20,8 @@ TIMINGS = {"train_seconds", "train_tokens_per_s", "sentences_per_s"}
 def make_workspace(folder: Path):
     """A smoke workspace with only MODELS, committed; returns run(*command, check=True)."""
     if not MIRROR:
-        pytest.skip("set NMTBENCH_DATA_MIRROR to a Multi30k mirror folder (make test does when one is beside the checkout)")
+        pytest.skip("set NMTBENCH_DATA_MIRROR to a Multi30k mirror folder "
+                    "(make test does when one is beside the checkout)")
     env = {**os.environ, "WANDB_MODE": "disabled",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
 
@@ -88,5 +89,6 @@ def test_two_runs_from_scratch_give_the_same_scores(tmp_path):
     runs = [make_workspace(tmp_path / name) for name in ("first", "second")]
     for run in runs:
         run("dvc", "repro", "compare")
-    first, second = (json.loads((tmp_path / name / "results/comparison.json").read_text()) for name in ("first", "second"))
+    first, second = (json.loads((tmp_path / name / "results/comparison.json").read_text())
+                     for name in ("first", "second"))
     assert scores(first) == scores(second)

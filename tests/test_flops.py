@@ -3,7 +3,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from conftest import TINY_VARIANTS, make_tiny_model
+from helpers.models import TINY_VARIANTS, make_tiny_model
 from nmtbench.models.flops import flop_counter, training_step_flops
 
 

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from conftest import BOS, EOS, PAD, RNN, TINY_VARIANTS, V, make_tiny_model
+from helpers.models import BOS, EOS, PAD, RNN, TINY_VARIANTS, V, make_tiny_model
 from nmtbench.config import ConfigError
 from nmtbench.decoding.search import greedy
 from nmtbench.models.attention import ATTENTION_KINDS

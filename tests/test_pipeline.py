@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from conftest import ROOT, pipeline_workspace
+from helpers.project import ROOT, pipeline_workspace
 from nmtbench.config import load_params
 from nmtbench.tracking import read_offline_run
 

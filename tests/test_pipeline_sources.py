@@ -7,7 +7,7 @@ import pytest
 import yaml
 from datasets import Dataset
 
-from conftest import ROOT, pipeline_workspace
+from helpers.project import ROOT, pipeline_workspace
 from nmtbench.data.sources import sha256
 
 DIGITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]

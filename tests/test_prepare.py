@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from conftest import assert_nothing_written
+from helpers.data import assert_nothing_written
 from nmtbench.config import DataConfig, load_params, parse_params
 from nmtbench.data.prepare import load_prepared, prepare
 from nmtbench.data.sources import DataError, load_checksums, mirror_from_env, sha256
@@ -33,7 +33,8 @@ def run(make_data_mirror, tmp_path):
 def test_stats_count_every_pair_and_drop_reason(run, tmp_path):
     stats, _, stats_path = run()
     assert json.loads(stats_path.read_text()) == stats
-    names = [f"{split}.{lang}.gz" for split in ("train", "val", "test_2016_flickr", "test_2017_flickr") for lang in ("en", "de")]
+    names = [f"{split}.{lang}.gz" for split in ("train", "val", "test_2016_flickr", "test_2017_flickr")
+             for lang in ("en", "de")]
     assert stats.pop("inputs") == {name: sha256(tmp_path / "mirror" / name) for name in names}
     assert stats.pop("source") == "multi30k"
     assert stats == {"pair": "en-de", "splits": {
@@ -145,7 +146,8 @@ def test_multi30k_output_is_unchanged(tmp_path):
     mirror = mirror_from_env()
     if mirror is None:
         pytest.skip("set NMTBENCH_DATA_MIRROR to a Multi30k mirror folder")
-    stats = prepare(load_params("params.yaml"), mirror, tmp_path / "prepared", tmp_path / "stats.json", tmp_path / "raw")
+    stats = prepare(load_params("params.yaml"), mirror, tmp_path / "prepared", tmp_path / "stats.json",
+                    tmp_path / "raw")
     assert (stats["pair"], stats["splits"]) == ("en-de", MULTI30K_SPLITS)
     assert stats["inputs"] == {name: digest for name, digest in load_checksums().items()
                                if name.split(".")[1] in ("en", "de")}

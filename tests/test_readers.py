@@ -6,7 +6,7 @@ import datasets
 import pytest
 from datasets import Dataset
 
-from conftest import assert_nothing_written
+from helpers.data import assert_nothing_written
 from nmtbench.config import DataConfig
 from nmtbench.data.prepare import load_prepared, prepare
 from nmtbench.data.sources import DataError, sha256
@@ -109,7 +109,8 @@ def hub_folder(tmp_path, monkeypatch):
 
 def test_hub_source_maps_our_splits_to_the_datasets(hub_folder, tmp_path):
     data = DataConfig(src_lang="en", tgt_lang="fr", eval_splits=["newstest"], max_length_ratio=3.0,
-                      source={"kind": "hub", "name": str(hub_folder), "splits": {"val": "validation", "newstest": "test"}})
+                      source={"kind": "hub", "name": str(hub_folder),
+                              "splits": {"val": "validation", "newstest": "test"}})
     stats, out = run(data, tmp_path)
     dataset = load_prepared(out / "prepared")
     assert list(dataset) == ["train", "val", "newstest"]
@@ -202,6 +203,7 @@ def test_hub_id_that_cannot_be_loaded(hub_folder, tmp_path, old_output):
 
 
 def test_hub_split_the_dataset_does_not_have(hub_folder, tmp_path, old_output):
-    data = DataConfig(src_lang="en", tgt_lang="fr", eval_splits=["test"], source={"kind": "hub", "name": str(hub_folder)})
+    data = DataConfig(src_lang="en", tgt_lang="fr", eval_splits=["test"],
+                      source={"kind": "hub", "name": str(hub_folder)})
     with pytest.raises(DataError, match=r"^could not load .*/val with datasets.load_dataset: Unknown split \"val\""):
         run(data, tmp_path)

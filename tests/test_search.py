@@ -3,7 +3,7 @@ import itertools
 import pytest
 import torch
 
-from conftest import BOS, EOS, PAD, TINY_VARIANTS, make_tiny_model
+from helpers.models import BOS, EOS, PAD, TINY_VARIANTS, make_tiny_model
 from nmtbench.decoding.search import _banned_ngram_tokens, beam_search, greedy, length_penalty, max_lengths
 from nmtbench.models.registry import build_model
 

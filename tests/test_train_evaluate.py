@@ -14,7 +14,8 @@ import pytest
 import torch
 import yaml
 
-from conftest import tiny_files, write_tiny_project
+from helpers.data import tiny_files
+from helpers.project import write_tiny_project
 from nmtbench.cli import main
 from nmtbench.config import ConfigError, DataConfig, ReportConfig, TokenizeConfig, parse_params
 from nmtbench.data.batching import TokenBatchSampler, TranslationData
@@ -24,10 +25,11 @@ from nmtbench.decoding.translator import Translator
 from nmtbench.evaluation.beam_sweep import beam_sweep
 from nmtbench.evaluation.evaluate import evaluate, one_line
 from nmtbench.evaluation.scoring import score
+from nmtbench.loading import CheckpointError, load_model
 from nmtbench.tracking import read_offline_run, read_table
 from nmtbench.training.curves import CURVE_COLUMNS, GREEDY
 from nmtbench.training.module import TranslationModule
-from nmtbench.training.train import CheckpointError, load_model, train
+from nmtbench.training.train import train
 
 
 @pytest.fixture
@@ -147,9 +149,11 @@ def test_evaluate_keeps_one_attention_map_and_logs_every_translation(project):
     for row in weights:  # a Transformer's cross-attention: a distribution over the source pieces
         assert len(row) == len(attention["source_pieces"]) and sum(row) == pytest.approx(1, abs=1e-3)
     late = dataclasses.replace(project, report=ReportConfig(attention_sentence=2))
+    outputs = [*Path("metrics/tiny/seed42").iterdir(), *Path("results/tiny/seed42").iterdir()]
+    before = {path: path.read_bytes() for path in outputs}
     with pytest.raises(ConfigError, match="report.attention_sentence: 2 is beyond the 2 sentences of test_2016_flickr"):
-        evaluate(late, "tiny", metrics_path=Path("metrics/late/eval.json"))
-    assert not Path("metrics/late").exists()  # refused before any output
+        evaluate(late, "tiny")
+    assert {path: path.read_bytes() for path in outputs} == before  # refused before any output
 
     runs = {read_offline_run(r)["run"]["job_type"]: r for r in Path("wandb").glob("offline-run-*")}
     assert sorted(runs) == ["evaluate", "train"]
@@ -177,6 +181,10 @@ def test_a_checkpoint_from_another_vocabulary_is_refused(project, tmp_path):
         load_model("models/tiny/seed42/best.ckpt", other)
     with pytest.raises(CheckpointError, match="is missing; train the model first"):
         load_model("models/absent/best.ckpt", Tokenizer("data/tokenized"))
+    truncated = tmp_path / "truncated.ckpt"
+    truncated.write_bytes(Path("models/tiny/seed42/best.ckpt").read_bytes()[:4096])
+    with pytest.raises(CheckpointError, match=r"truncated.ckpt is not a readable nmtbench checkpoint \(\w+\); retrain"):
+        load_model(truncated, Tokenizer("data/tokenized"))
 
 
 def test_translate_reads_a_file_or_standard_input(project, tmp_path):
@@ -263,7 +271,7 @@ class Crash(Exception):
 def test_a_crashed_run_resumes_to_the_uninterrupted_result(project, tmp_path, monkeypatch, capfd, crash_at):
     monkeypatch.setenv("WANDB_MODE", "disabled")
     params = set_train_params(checkpoint_every_steps=1, deterministic=True, max_epochs=3)
-    whole = train(params, "tiny", model_dir=tmp_path / "whole", metrics_path=tmp_path / "whole.json")
+    whole = train(params, "tiny", root=tmp_path / "whole")
 
     step = TranslationModule.training_step
     def crash(module, batch, batch_idx):
@@ -280,13 +288,13 @@ def test_a_crashed_run_resumes_to_the_uninterrupted_result(project, tmp_path, mo
     assert f"resuming models/tiny/seed42/unfinished/last.ckpt at step {crash_at}" in capfd.readouterr().err
     assert without_timings(resumed) == without_timings(whole)
     assert_same_tensors(checkpoint_state("models/tiny/seed42/best.ckpt"),
-                        checkpoint_state(tmp_path / "whole/best.ckpt"))
+                        checkpoint_state(tmp_path / "whole/models/tiny/seed42/best.ckpt"))
     assert not Path("models/tiny/seed42/unfinished").exists()
 
 
 def test_a_flop_budget_stops_training_early_and_is_reported(project, tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "disabled")
-    whole = train(project, "tiny", model_dir=tmp_path / "whole", metrics_path=tmp_path / "whole.json")
+    whole = train(project, "tiny", root=tmp_path / "whole")
     budget = whole["train_flops"] // 2
     params = set_train_params(budget={"kind": "flops", "value": float(budget)})
     spent = train(params, "tiny")

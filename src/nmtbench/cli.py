@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from nmtbench.config import ConfigError, DecodeConfig, load_params
+from nmtbench.runs import RESULTS
 
 
 def _prepare(args):
@@ -45,21 +46,21 @@ def _compare(args):
 
     params = load_params(args.params)
     compare(list(params.models), params.seeds, params.compare, load_tokenized())
-    print(Path("results/comparison.md").read_text())
+    print((RESULTS / "comparison.md").read_text())
 
 
 def _beam_sweep(args):
     from nmtbench.evaluation.beam_sweep import beam_sweep
 
     beam_sweep(load_params(args.params))
-    print(Path("results/beam_sweep.md").read_text())
+    print((RESULTS / "beam_sweep.md").read_text())
 
 
 def _analyze(args):
     from nmtbench.analysis.analyze import analyze
 
     analyze(load_params(args.params))
-    print(Path("results/claims.md").read_text())
+    print((RESULTS / "claims.md").read_text())
 
 
 def _report(args):
@@ -111,7 +112,8 @@ def read_input(name: str) -> list[str]:
     else:
         path = Path(name)
         if path.is_dir():
-            raise ConfigError(f"{path} is a folder; pass a text file with one sentence per line, or - for standard input")
+            raise ConfigError(f"{path} is a folder; pass a text file with one sentence per line, "
+                              "or - for standard input")
         if not path.is_file():
             raise ConfigError(f"{path}: no such input file; pass a text file with one sentence per line")
         label, raw = str(path), path.read_bytes()
@@ -146,9 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("check", help="validate every block of the params file (make repro runs it before dvc repro, "
-                        "which deletes a stage's outputs before the stage can refuse bad params)").set_defaults(run=_check)
-    commands.add_parser("prepare", help="read data.source (Multi30k, a folder or a hub dataset), validate, filter, save").set_defaults(run=_prepare)
-    commands.add_parser("tokenize", help="train the joint subword model and encode every split").set_defaults(run=_tokenize)
+                        "which deletes a stage's outputs before the stage can refuse bad params)"
+                        ).set_defaults(run=_check)
+    commands.add_parser("prepare", help="read data.source (Multi30k, a folder or a hub dataset), validate, filter, "
+                        "save").set_defaults(run=_prepare)
+    commands.add_parser("tokenize", help="train the joint subword model and encode every split"
+                        ).set_defaults(run=_tokenize)
     for name, run, text in (("train", _train, "train one model variant"),
                             ("evaluate", _evaluate, "decode and score the test sets with one model")):
         command = commands.add_parser(name, help=text)

@@ -103,7 +103,8 @@ class DataConfig:
         if self.src_lang == self.tgt_lang:
             raise ConfigError(f"data.tgt_lang: {self.tgt_lang!r} is also data.src_lang; choose another language")
         if not self.eval_splits:
-            raise ConfigError("data.eval_splits: empty; list at least one test set to evaluate, e.g. [test_2016_flickr]")
+            raise ConfigError("data.eval_splits: empty; list at least one test set to evaluate, "
+                              "e.g. [test_2016_flickr]")
         if (len(set(self.eval_splits)) != len(self.eval_splits)
                 or not all(isinstance(s, str) and s and s != "train" for s in self.eval_splits)):
             raise ConfigError(f"data.eval_splits: expected distinct split names other than train, e.g. [test], "
@@ -123,7 +124,8 @@ class DataConfig:
         for split in self.eval_splits:
             for lang in (self.src_lang, self.tgt_lang):
                 if file_name(split, lang) not in checksums:
-                    raise ConfigError(f"data.eval_splits: Multi30k's {split} has no {lang!r}; remove it from eval_splits")
+                    raise ConfigError(f"data.eval_splits: Multi30k's {split} has no {lang!r}; "
+                                      "remove it from eval_splits")
 
     @property
     def pair(self) -> str:
@@ -399,7 +401,8 @@ class Params:
 
 def parse_params(raw: dict) -> Params:
     if not isinstance(raw, dict):
-        raise ConfigError(f"params: expected blocks such as `train:` and `models:`, got {type(raw).__name__} {raw!r:.60}")
+        raise ConfigError("params: expected blocks such as `train:` and `models:`, "
+                          f"got {type(raw).__name__} {raw!r:.60}")
     sections = {"data": DataConfig, "tokenize": TokenizeConfig, "train": TrainConfig,
                 "evaluate": DecodeConfig, "beam_sweep": BeamSweepConfig, "wandb": WandbConfig,
                 "compare": CompareConfig, "report": ReportConfig}
@@ -431,11 +434,6 @@ def parse_params(raw: dict) -> Params:
             choice(where, split, built["data"].splits[1:])
     analyze = from_dict(AnalyzeConfig, raw["analyze"], "analyze") if "analyze" in raw else None
     return Params(**built, models=models, seeds=seeds, analyze=analyze)
-
-
-def run_dir(name: str, seed: int) -> Path:
-    """One run of the models x seeds grid; it lives at models/, metrics/ and results/ + <name>/seed<seed>."""
-    return Path(name) / f"seed{seed}"
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:

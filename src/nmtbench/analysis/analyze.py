@@ -14,8 +14,9 @@ from nmtbench.analysis.sizing import at_width
 from nmtbench.analysis.synthetic import run_tasks
 from nmtbench.config import ConfigError, Params
 from nmtbench.files import atomic_dir, write_json, write_text
+from nmtbench.loading import read_vocab
 from nmtbench.models.registry import model_config
-from nmtbench.training.train import read_vocab
+from nmtbench.runs import RESULTS
 
 
 def device_name(device: str) -> str:
@@ -25,7 +26,7 @@ def device_name(device: str) -> str:
 
 
 def analyze(params: Params, tokenized_dir: Path = Path("data/tokenized"),
-            out_dir: Path = Path("results")) -> list[dict]:
+            out_dir: Path = RESULTS) -> list[dict]:
     cfg = params.analyze
     if cfg is None:
         raise ConfigError("analyze: params.yaml has no analyze block; add one (see docs/claims.md)")

@@ -17,9 +17,9 @@ from nmtbench.analysis.sizing import at_width
 from nmtbench.config import AnalyzeConfig
 from nmtbench.data.batching import TranslationData
 from nmtbench.data.tokenizer import BOS, PAD, load_tokenized
+from nmtbench.loading import read_vocab
 from nmtbench.models.interface import Seq2Seq
 from nmtbench.models.registry import build_model
-from nmtbench.training.train import read_vocab
 
 
 def gradient_map(model: Seq2Seq, src, src_mask, tgt_in, tgt_out) -> torch.Tensor:

@@ -44,7 +44,8 @@ class PairDataset(torch.utils.data.Dataset):
 
     def __init__(self, split: datasets.Dataset):
         self.split = split.select_columns(["src_ids", "tgt_ids"]).with_format("arrow")
-        self.src_lens, self.tgt_lens = (pc.list_value_length(self.split[side]).to_numpy() for side in ("src_ids", "tgt_ids"))
+        self.src_lens, self.tgt_lens = (pc.list_value_length(self.split[side]).to_numpy()
+                                        for side in ("src_ids", "tgt_ids"))
 
     @classmethod
     def from_lists(cls, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> PairDataset:
@@ -59,7 +60,8 @@ class PairDataset(torch.utils.data.Dataset):
     def __getitem__(self, indices: list[int]) -> dict[str, torch.Tensor]:
         """A padded batch; tgt_in starts with bos, tgt_out ends with eos."""
         rows = self.split[indices]
-        (src, src_lens), (tgt, tgt_lens) = ((pc.list_flatten(rows[side]).to_numpy(), pc.list_value_length(rows[side]).to_numpy())
+        (src, src_lens), (tgt, tgt_lens) = ((pc.list_flatten(rows[side]).to_numpy(),
+                                             pc.list_value_length(rows[side]).to_numpy())
                                             for side in ("src_ids", "tgt_ids"))
         padded_src = pad_flat(src, src_lens)  # (B, S)
         return {
@@ -76,7 +78,8 @@ def random_floats(rng: random.Random, n: int) -> np.ndarray:
     which rng then continues from: numpy's doubles are built from the generator's words the same way."""
     version, state, gauss = rng.getstate()
     twister = np.random.MT19937()
-    twister.state = {"bit_generator": "MT19937", "state": {"key": np.array(state[:-1], dtype=np.uint32), "pos": state[-1]}}
+    twister.state = {"bit_generator": "MT19937",
+                     "state": {"key": np.array(state[:-1], dtype=np.uint32), "pos": state[-1]}}
     floats = np.random.Generator(twister).random(n)
     after = twister.state["state"]
     rng.setstate((version, (*after["key"].tolist(), int(after["pos"])), gauss))
@@ -129,7 +132,8 @@ def pack(src_lens: np.ndarray, tgt_lens: np.ndarray, batch_tokens: int) -> np.nd
     starts = np.flatnonzero(np.diff(src_lens, prepend=-1) | np.diff(tgt_lens, prepend=-1))
     counts = np.diff(starts, append=n)
     cuts, size, longest_src, longest_tgt = [], 0, 0, 0
-    for start, count, s, t in zip(starts.tolist(), counts.tolist(), src_lens[starts].tolist(), tgt_lens[starts].tolist()):
+    for start, count, s, t in zip(starts.tolist(), counts.tolist(),
+                                  src_lens[starts].tolist(), tgt_lens[starts].tolist()):
         width = max(longest_src, s) + max(longest_tgt, t)
         joining = min(count, batch_tokens // width - size) if size and (size + 1) * width <= batch_tokens else 0
         size, longest_src, longest_tgt = size + joining, max(longest_src, s), max(longest_tgt, t)
@@ -177,7 +181,10 @@ class TokenBatchSampler(Sampler[list[int]]):
             self.epoch, self.start = epoch + 1, 0
 
     def plan(self) -> tuple[np.ndarray, np.ndarray, list[int]]:
-        """This epoch's (order, bounds, picked): this rank's k-th batch is order[bounds[b] : bounds[b + 1]], b = picked[k]."""
+        """This epoch's (order, bounds, picked).
+
+        This rank's k-th batch is order[bounds[b] : bounds[b + 1]], b = picked[k].
+        """
         if self.planned is None or self.planned[0] != self.epoch:
             rng = random.Random(self.seed + self.epoch)
             tie = random_floats(rng, len(self.src_lens)) if self.shuffle else None

@@ -56,7 +56,8 @@ def filter_split(split: str, pairs: Dataset, data: DataConfig, work_dir: Path) -
         raise DataError(f"{split} has no sentence pairs: the source has no lines for it; add them or drop the split")
     num_proc = (data.num_proc or os.cpu_count()) if len(pairs) >= PARALLEL_FROM else None
     columns = pairs.map(measure, batched=True, remove_columns=["src", "tgt"], features=MEASURES, num_proc=num_proc,
-                        fn_kwargs={"data": data, "is_train": is_train}, cache_file_name=str(work_dir / f"{split}.arrow"),
+                        fn_kwargs={"data": data, "is_train": is_train},
+                        cache_file_name=str(work_dir / f"{split}.arrow"),
                         desc=f"measuring {split}").with_format("numpy")[:]
     reason = columns["reason"]
     kept = np.flatnonzero(reason == KEPT)

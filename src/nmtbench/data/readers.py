@@ -60,14 +60,16 @@ def read_folder(folder: Path, split: str, langs: tuple[str, str], work_dir: Path
         pairs = pairs_from_columns(Dataset.from_parquet(str(table), cache_dir=str(work_dir)), langs, str(table))
         return RawSplit(pairs, {table.name: sha256(table)})
     if table:
-        return RawSplit(generate(table_rows, {"path": str(table), "langs": langs}, work_dir), {table.name: sha256(table)})
+        rows = generate(table_rows, {"path": str(table), "langs": langs}, work_dir)
+        return RawSplit(rows, {table.name: sha256(table)})
     if any(line_files):
         lang = langs[line_files.index(None)]
-        has = sorted({p.name.removesuffix(".gz").split(".", 1)[1] for p in folder.glob(f"{split}.*")} - {"tsv", "jsonl"})
+        has = sorted({p.name.removesuffix(".gz").split(".", 1)[1] for p in folder.glob(f"{split}.*")}
+                     - {"tsv", "jsonl"})
         raise DataError(f"{folder} has no {split}.{lang} or {split}.{lang}.gz: the corpus has {split} in "
                         f"{', '.join(has)}; set data.src_lang and data.tgt_lang to two of them or add the file")
-    raise DataError(f"{folder} has no split {split}: expected {split}.{langs[0]} and {split}.{langs[1]} (or .gz), or one "
-                    f"{split}.tsv, .jsonl or .parquet; add it, or name another split in data.eval_splits")
+    raise DataError(f"{folder} has no split {split}: expected {split}.{langs[0]} and {split}.{langs[1]} (or .gz), "
+                    f"or one {split}.tsv, .jsonl or .parquet; add it, or name another split in data.eval_splits")
 
 
 def read_line_files(src: Path, tgt: Path, work_dir: Path, fixes: dict[str, str]) -> RawSplit:
@@ -126,7 +128,8 @@ def decode(raw: bytes, path: str, number: int, fixes: dict[str, str]) -> str:
     try:
         return raw.decode("utf-8").removesuffix("\n")
     except UnicodeDecodeError as e:
-        raise DataError(f"{path}, line {number}: not valid UTF-8 ({e.reason} at byte {e.start}); {fixes['utf8']}") from e
+        raise DataError(f"{path}, line {number}: not valid UTF-8 ({e.reason} at byte {e.start}); "
+                        f"{fixes['utf8']}") from e
 
 
 def line_pairs(src: str, tgt: str, fixes: dict[str, str]):
@@ -154,7 +157,8 @@ def table_rows(path: str, langs: tuple[str, str]):
                 fields = decode(raw, path, number, FILE_FIXES).split("\t")
                 if len(fields) != len(header):
                     raise DataError(f"{path}, line {number}: {len(fields)} tab-separated column(s) but the header has "
-                                    f"{len(header)} ({', '.join(header)}); put one tab between columns and none in a sentence")
+                                    f"{len(header)} ({', '.join(header)}); "
+                                    "put one tab between columns and none in a sentence")
                 yield {"src": fields[columns[0]], "tgt": fields[columns[1]]}
             return
         for number, raw in enumerate(f, start=1):

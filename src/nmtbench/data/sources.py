@@ -1,4 +1,7 @@
-"""The Multi30k source: raw files from a local mirror or from upstream, always checked against the project's checksums."""
+"""The Multi30k source: raw files from a local mirror or from upstream.
+
+Either way the files are checked against the project's checksums.
+"""
 from __future__ import annotations
 
 import hashlib

@@ -65,7 +65,8 @@ def training_sentences(train: Dataset, sample: int) -> Iterator[str]:
     """Every source sentence of train, then every target sentence; when that is more than sample sentences,
     a seeded uniform draw of sample of them without replacement, still in that order."""
     pairs = len(train)
-    chosen = None if 2 * pairs <= sample else np.sort(np.random.default_rng(SEED).choice(2 * pairs, sample, replace=False))
+    chosen = (None if 2 * pairs <= sample
+              else np.sort(np.random.default_rng(SEED).choice(2 * pairs, sample, replace=False)))
     for side, first in (("src", 0), ("tgt", pairs)):
         rows = train if chosen is None else train.select(chosen[(chosen >= first) & (chosen < first + pairs)] - first)
         for batch in rows.select_columns([side]).iter(batch_size=ROWS_PER_BATCH):
@@ -104,7 +105,8 @@ def encode_split(tokenizer: Tokenizer, data: Dataset, cache_file: Path) -> Datas
     processes = min(os.cpu_count() or 1, len(data) // ROWS_PER_PROCESS)
     return data.map(encode_rows, fn_kwargs={"tokenizer": tokenizer}, batched=True, batch_size=ROWS_PER_BATCH,
                     features=FEATURES, num_proc=processes if processes > 1 else None,
-                    cache_file_name=str(cache_file), new_fingerprint=cache_file.stem, desc=f"encoding {cache_file.stem}")
+                    cache_file_name=str(cache_file), new_fingerprint=cache_file.stem,
+                    desc=f"encoding {cache_file.stem}")
 
 
 def tokenize(params: Params | TokenizeConfig, prepared_dir: Path = Path("data/prepared"),

@@ -12,6 +12,7 @@ from nmtbench.config import DecodeConfig
 from nmtbench.data.batching import pad
 from nmtbench.data.tokenizer import BOS, EOS, PAD, Tokenizer
 from nmtbench.decoding.search import Hypothesis, beam_search, max_lengths
+from nmtbench.loading import CheckpointError, load_model
 from nmtbench.models.interface import Seq2Seq
 
 
@@ -34,8 +35,6 @@ class Translator:
     @classmethod
     def from_model_dir(cls, model_dir: Path, cfg: DecodeConfig) -> Translator:
         """A trained model folder (best.ckpt beside the tokenizer it was trained with)."""
-        from nmtbench.training.train import CheckpointError, load_model
-
         model_dir = Path(model_dir)
         example = "a trained model folder such as models/transformer/seed42"
         if not model_dir.is_dir():

@@ -5,20 +5,21 @@ import dataclasses
 import time
 from pathlib import Path
 
-from nmtbench.config import ConfigError, Params, run_dir
+from nmtbench.config import ConfigError, Params
 from nmtbench.data.tokenizer import Tokenizer, load_tokenized
 from nmtbench.decoding.translator import Translator
 from nmtbench.evaluation.scoring import score
 from nmtbench.files import write_json, write_text
-from nmtbench.training.train import load_model
+from nmtbench.loading import load_model
+from nmtbench.runs import RESULTS, RunPaths
 
 
-def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out_dir: Path = Path("results")) -> dict:
+def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out_dir: Path = RESULTS) -> dict:
     cfg = params.beam_sweep
     if cfg.model is None:
         raise ConfigError(f"beam_sweep.model: not set; name one of {', '.join(params.models)}")
     tokenizer = Tokenizer(tokenized_dir)
-    model = load_model(Path("models") / run_dir(cfg.model, cfg.seed) / "best.ckpt", tokenizer)
+    model = load_model(RunPaths(cfg.model, cfg.seed).checkpoint, tokenizer)
     split_name = cfg.split or params.data.eval_splits[0]
     split = load_tokenized(tokenized_dir)[split_name]
     n = cfg.max_sentences or len(split)

@@ -14,10 +14,11 @@ import json
 import statistics
 from pathlib import Path
 
-from nmtbench.config import CompareConfig, ConfigError, run_dir
+from nmtbench.config import CompareConfig, ConfigError
 from nmtbench.evaluation.scoring import SCORES, bleu
 from nmtbench.evaluation.significance import paired_bootstrap
 from nmtbench.files import write_json, write_text
+from nmtbench.runs import RESULTS, RunPaths
 
 TRAIN_KEYS = ("params", "train_seconds", "train_tokens_per_s", "best_val_loss", "steps", "target_tokens")
 # Absent from runs trained before validation BLEU existed, null when it was switched off: a dash in the table.
@@ -27,20 +28,19 @@ SIGNIFICANCE_LEVEL = 0.05  # a p-value below this marks a difference to the base
 
 
 def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_sets,
-            metrics_dir: Path = Path("metrics"), out_dir: Path = Path("results")) -> dict:
-    """Write results/comparison.json (for `dvc metrics show`) and results/comparison.md; return the json.
+            root: Path = Path(".")) -> dict:
+    """Write results/comparison.json (for `dvc metrics show`) and results/comparison.md under root; return the json.
 
     test_sets maps every test split to its untouched "src" and "tgt" sentences (as data/tokenized does);
-    the runs' translations are read from out_dir/<model>/seed<seed>/<split>.txt.
+    the runs' metrics and translations are read where RunPaths puts them under root.
     """
     if not model_names:
         raise ValueError("compare: no models given; params.yaml must define at least one models.<name> block")
-    metrics_dir, out_dir = Path(metrics_dir), Path(out_dir)
     baseline = cfg.baseline or model_names[0]
-    runs = [(name, seed) for name in model_names for seed in seeds]
-    train = {run: _load(metrics_dir, *run, "train.json", "train", TRAIN_KEYS) for run in runs}
-    evals = {run: _load(metrics_dir, *run, "eval.json", "evaluate") for run in runs}
-    splits = _common_splits(evals, metrics_dir)
+    runs = {(name, seed): RunPaths(name, seed, Path(root)) for name in model_names for seed in seeds}
+    train = {run: _load(paths.train_metrics, *run, "train", TRAIN_KEYS) for run, paths in runs.items()}
+    evals = {run: _load(paths.eval_metrics, *run, "evaluate") for run, paths in runs.items()}
+    splits = _common_splits(evals, runs)
     buckets = bucket_labels(cfg.length_buckets)
 
     models = {name: {"params": train[name, seeds[0]]["params"],
@@ -50,7 +50,8 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
     examples, bootstrap_signatures = {}, set()
     for split in splits:
         sources, references = list(test_sets[split]["src"]), list(test_sets[split]["tgt"])
-        outputs = {run: _translations(out_dir, *run, split, evals[run][split], len(references)) for run in runs}
+        outputs = {run: _translations(paths.translation(split), *run, split, evals[run][split], len(references))
+                   for run, paths in runs.items()}
         examples[split] = _examples(cfg.examples, split, sources, references,
                                     {name: outputs[name, seeds[0]] for name in model_names})
         tests = {}
@@ -74,8 +75,8 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
     comparison = {"baseline": baseline, "seeds": seeds, "splits": splits, "length_buckets": buckets,
                   "signatures": {**signatures, "paired_bootstrap": sorted(bootstrap_signatures)},
                   "models": models, "examples": examples}
-    write_json(out_dir / "comparison.json", comparison)
-    write_text(out_dir / "comparison.md", markdown(comparison))
+    write_json(Path(root) / RESULTS / "comparison.json", comparison)
+    write_text(Path(root) / RESULTS / "comparison.md", markdown(comparison))
     return comparison
 
 
@@ -129,8 +130,7 @@ def _examples(indices: list[int], split: str, sources: list[str], references: li
              "outputs": {name: hyps[i] for name, hyps in outputs.items()}} for i in indices]
 
 
-def _load(metrics_dir: Path, name: str, seed: int, filename: str, stage: str, keys: tuple[str, ...] = ()) -> dict:
-    path = metrics_dir / run_dir(name, seed) / filename
+def _load(path: Path, name: str, seed: int, stage: str, keys: tuple[str, ...] = ()) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: not found; run `dvc repro {stage}@{name}-{seed}` first")
     data = json.loads(path.read_text())
@@ -140,9 +140,9 @@ def _load(metrics_dir: Path, name: str, seed: int, filename: str, stage: str, ke
     return data
 
 
-def _translations(out_dir: Path, name: str, seed: int, split: str, scores: dict, sentences: int) -> list[str]:
+def _translations(path: Path, name: str, seed: int, split: str, scores: dict, sentences: int) -> list[str]:
     """The run's translation of split, refused unless it is the one its metrics scored."""
-    path, stage = out_dir / run_dir(name, seed) / f"{split}.txt", f"evaluate@{name}-{seed}"
+    stage = f"evaluate@{name}-{seed}"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: not found; run `dvc repro {stage}` first")
     data = path.read_bytes()
@@ -155,21 +155,21 @@ def _translations(out_dir: Path, name: str, seed: int, split: str, scores: dict,
     return lines
 
 
-def _common_splits(evals: dict[tuple[str, int], dict], metrics_dir: Path) -> list[str]:
+def _common_splits(evals: dict[tuple[str, int], dict], runs: dict[tuple[str, int], RunPaths]) -> list[str]:
     """The test splits every run was scored on; differing sets mean a stale evaluation."""
     first, *others = evals
     splits = list(evals[first])
     for run in others:
         if list(evals[run]) != splits:
-            raise ValueError(f"{metrics_dir / run_dir(*run) / 'eval.json'} scores "
+            raise ValueError(f"{runs[run].eval_metrics} scores "
                              f"{', '.join(evals[run]) or 'no splits'} "
-                             f"but {metrics_dir / run_dir(*first) / 'eval.json'} scores {', '.join(splits)}; "
+                             f"but {runs[first].eval_metrics} scores {', '.join(splits)}; "
                              f"re-run `dvc repro evaluate@{run[0]}-{run[1]}`")
     for run, scores in evals.items():
         for split in splits:
             missing = [key for key in EVAL_KEYS if key not in scores[split]]
             if missing:
-                raise ValueError(f"{metrics_dir / run_dir(*run) / 'eval.json'}: {split} lacks {', '.join(missing)}; "
+                raise ValueError(f"{runs[run].eval_metrics}: {split} lacks {', '.join(missing)}; "
                                  f"re-run `dvc repro evaluate@{run[0]}-{run[1]}`")
     return splits
 

@@ -12,30 +12,28 @@ from pathlib import Path
 
 import torch
 
-from nmtbench.config import ConfigError, Params, run_dir
+from nmtbench.config import ConfigError, Params
 from nmtbench.data.tokenizer import BOS, EOS, PAD, Tokenizer, load_tokenized
 from nmtbench.decoding.search import greedy, max_lengths
 from nmtbench.decoding.translator import Translator, one_line
 from nmtbench.evaluation.scoring import score
 from nmtbench.files import atomic_dir, write_json, write_text
+from nmtbench.loading import load_model
 from nmtbench.models.interface import Seq2Seq
+from nmtbench.runs import RunPaths
 from nmtbench.tracking import finish_run, log_tables, make_wandb_logger, run_tags
-from nmtbench.training.train import load_model
 
 TRANSLATION_COLUMNS = ["index", "source", "reference", "hypothesis"]
 
 
 def evaluate(params: Params, name: str, seed: int | None = None, tokenized_dir: Path = Path("data/tokenized"),
-             checkpoint: Path | None = None, out_dir: Path | None = None, metrics_path: Path | None = None) -> dict:
+             root: Path = Path(".")) -> dict:
     """Evaluate one run of the grid: model `name` trained with `seed` (default: the first of params.seeds)."""
     block = params.model_block(name)
     seed = params.seeds[0] if seed is None else seed
-    run = run_dir(name, seed)
-    checkpoint = checkpoint or Path("models") / run / "best.ckpt"
-    out_dir = out_dir or Path("results") / run
-    metrics_path = Path(metrics_path or Path("metrics") / run / "eval.json")
+    paths = RunPaths(name, seed, root)
     tokenizer = Tokenizer(tokenized_dir)
-    model = load_model(checkpoint, tokenizer)
+    model = load_model(paths.checkpoint, tokenizer)
     translator = Translator(model, tokenizer, params.evaluate)
     dataset = load_tokenized(tokenized_dir)
     attention = attention_example(model, tokenizer, dataset, params)  # a bad report block fails before any work
@@ -62,11 +60,11 @@ def evaluate(params: Params, name: str, seed: int | None = None, tokenized_dir: 
             [i, *row] for i, row in enumerate(zip(dataset[split]["src"], dataset[split]["tgt"], hypotheses))])
     # one unit: nothing is written until every split is decoded, the translations replace the old
     # folder at once, and eval.json, whose hashes compare checks them against, comes last
-    with atomic_dir(out_dir) as tmp:
+    with atomic_dir(paths.results_dir) as tmp:
         for split, text in texts.items():
             write_text(tmp / f"{split}.txt", text)
-    write_json(metrics_path.parent / "attention.json", attention)
-    write_json(metrics_path, metrics)
+    write_json(paths.attention, attention)
+    write_json(paths.eval_metrics, metrics)
     if logger:
         log_tables(logger, translations)
         finish_run(logger, {f"{split}/{key}": value

@@ -19,6 +19,7 @@ from pathlib import Path
 from nmtbench.evaluation import figures
 from nmtbench.evaluation.compare import SIGNIFICANCE_LEVEL, _cell, _duration, _table_head
 from nmtbench.files import write_text
+from nmtbench.runs import METRICS, RESULTS
 
 CURVE_COLUMNS = ("wall_seconds", "target_tokens", "val_bleu")
 STYLE = """
@@ -66,7 +67,7 @@ class Page:
                 + "\n".join(self.parts) + "\n</body>\n</html>\n")
 
 
-def report(model_names: list[str], metrics_dir: Path = Path("metrics"), results_dir: Path = Path("results")) -> Page:
+def report(model_names: list[str], metrics_dir: Path = METRICS, results_dir: Path = RESULTS) -> Page:
     """Write results/report.html; return the page (its figures and what it lacks)."""
     metrics_dir, results_dir = Path(metrics_dir), Path(results_dir)
     table = _required(results_dir / "comparison.md")

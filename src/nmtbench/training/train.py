@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import shutil
 import time
@@ -14,11 +13,13 @@ import torch
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from lightning.pytorch.utilities import rank_zero_only
 
-from nmtbench.config import ConfigError, Params, run_dir
+from nmtbench.config import ConfigError, Params
 from nmtbench.data.batching import TranslationData
 from nmtbench.data.tokenizer import PAD, Tokenizer, load_tokenized
 from nmtbench.files import write_json
+from nmtbench.loading import read_vocab
 from nmtbench.models.registry import model_config
+from nmtbench.runs import RunPaths
 from nmtbench.tracking import finish_run, make_wandb_logger, run_tags
 from nmtbench.training.budget import ValidateLastStep, budget_limits
 from nmtbench.training.checkpoints import AtomicCheckpointIO, average_state_dicts, resumable_checkpoint
@@ -29,18 +30,14 @@ from nmtbench.training.module import TranslationModule
 BEST = {"loss": ("val/loss", "min"), "bleu": ("val/bleu", "max")}
 
 
-class CheckpointError(ValueError):
-    """A checkpoint that is missing or does not fit the current vocabulary."""
-
-
 def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Path = Path("data/tokenized"),
-          model_dir: Path | None = None, metrics_path: Path | None = None) -> dict:
+          root: Path = Path(".")) -> dict:
     """Train one run of the grid: model `name` with `seed` (default: the first of params.seeds)."""
     block = params.model_block(name)
     model_config(name, block)  # refuse a bad block before any work
     seed = params.seeds[0] if seed is None else seed
-    model_dir = model_dir or Path("models") / run_dir(name, seed)
-    metrics_path = metrics_path or Path("metrics") / run_dir(name, seed) / "train.json"
+    paths = RunPaths(name, seed, root)
+    model_dir, metrics_path = paths.model_dir, paths.train_metrics
     cfg = params.train
     if cfg.accelerator == "gpu" and not torch.cuda.is_available():
         raise ConfigError("train.accelerator: gpu, but torch finds no CUDA GPU on this machine; set "
@@ -63,7 +60,7 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
                                {"model": name, "seed": seed, **block, **dataclasses.asdict(cfg),
                                 "params": module.model.num_parameters()},
                                run_tags(name, block, seed))
-    curve = LearningCurve(metrics_path.parent / "learning_curve.csv")
+    curve = LearningCurve(paths.learning_curve)
     callbacks = [checkpoint, curve, flop_budget, ValidateLastStep()]
     if cfg.checkpoint_every_steps:
         callbacks.append(ModelCheckpoint(dirpath=unfinished, filename="last",
@@ -139,26 +136,3 @@ def average_into_best(snapshots: ModelCheckpoint, best_path: str) -> list[int]:
     AtomicCheckpointIO().save_checkpoint(best, best_path)
     return [int(snapshots.best_k_models[path]) for path in by_step]
 
-
-def read_vocab(tokenized_dir: Path) -> dict:
-    path = Path(tokenized_dir) / "vocab.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing; run the tokenize stage first (dvc repro tokenize)")
-    return json.loads(path.read_text())
-
-
-def load_model(checkpoint_path: Path, tokenizer: Tokenizer):
-    """Rebuild a trained model from its checkpoint, refusing one trained with another tokenizer."""
-    checkpoint_path = Path(checkpoint_path)
-    if not checkpoint_path.is_file():
-        raise CheckpointError(f"{checkpoint_path} is missing; train the model first (dvc repro train@<name>-<seed>)")
-    try:
-        module = TranslationModule.load_from_checkpoint(checkpoint_path, map_location="cpu")
-    except Exception as error:  # torch and Lightning raise many kinds for an unreadable file
-        raise CheckpointError(f"{checkpoint_path} is not a readable nmtbench checkpoint ({type(error).__name__}); "
-                              "retrain the model or restore the file") from error
-    if module.hparams.vocab_sha256 != tokenizer.sha256:
-        raise CheckpointError(f"{checkpoint_path} was trained with another vocabulary than {tokenizer.path}; "
-                              f"retrain it (dvc repro train@{module.hparams.name}-{module.hparams.seed}) "
-                              "or use the tokenizer it was trained with")
-    return module.model.eval()

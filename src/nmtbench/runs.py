@@ -1,0 +1,58 @@
+"""Where the runs of the models x seeds grid keep their files; dvc.yaml's templated outs name the same paths.
+
+Each run has one folder `<model>/seed<seed>` under each of the three output trees: models/ (the checkpoint
+and the tokenizer it was trained with), metrics/ (what compare and the report read) and results/ (the
+translations). The stages that span runs (compare, report, beam sweep, analyze) write beside them in results/.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+MODELS, METRICS, RESULTS = Path("models"), Path("metrics"), Path("results")
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    model: str
+    seed: int
+    root: Path = Path(".")  # the project (or workspace) the trees are in
+
+    @property
+    def name(self) -> Path:
+        return Path(self.model) / f"seed{self.seed}"
+
+    @property
+    def model_dir(self) -> Path:
+        return self.root / MODELS / self.name
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.model_dir / "best.ckpt"
+
+    @property
+    def metrics_dir(self) -> Path:
+        return self.root / METRICS / self.name
+
+    @property
+    def train_metrics(self) -> Path:
+        return self.metrics_dir / "train.json"
+
+    @property
+    def learning_curve(self) -> Path:
+        return self.metrics_dir / "learning_curve.csv"
+
+    @property
+    def eval_metrics(self) -> Path:
+        return self.metrics_dir / "eval.json"
+
+    @property
+    def attention(self) -> Path:
+        return self.metrics_dir / "attention.json"
+
+    @property
+    def results_dir(self) -> Path:
+        return self.root / RESULTS / self.name
+
+    def translation(self, split: str) -> Path:
+        return self.results_dir / f"{split}.txt"

@@ -1,0 +1,1 @@
+"""What tests import: tiny models, tiny data mirrors, scratch projects. Fixtures stay in conftest.py."""

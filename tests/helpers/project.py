@@ -1,0 +1,53 @@
+"""Scratch projects: the tiny mirror prepared and tokenized under this project's params, and DVC workspaces."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from nmtbench.config import DataConfig, TokenizeConfig, merge
+from nmtbench.data.prepare import prepare
+from nmtbench.data.tokenizer import tokenize
+
+# params of a scratch project on the tiny mirror: merged onto params.yaml, with these models only
+TINY_PARAMS = {
+    "data": {"max_length": 8},
+    "tokenize": {"vocab_size": 305},
+    "train": {"batch_tokens": 64, "max_epochs": 2, "warmup_steps": 2, "budget": {"kind": "none"}},
+    "evaluate": {"beam": 2, "max_len_a": 1.0, "max_len_b": 2},
+    "beam_sweep": {"model": "tiny", "seed": 42, "beams": [1, 2], "alphas": [1.0]},
+    "compare": {"baseline": "tiny", "bootstrap_resamples": 10, "examples": [0]},
+    "wandb": {"group": "unit"},
+    "models": {"tiny": {"family": "transformer", "d_model": 16, "heads": 2, "layers": 1, "d_ff": 32}},
+}
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def write_tiny_project(folder: Path, mirror: Path, checksums: dict[str, str], models: dict | None = None) -> dict:
+    """params.yaml, data/prepared and data/tokenized of the tiny mirror in folder (the current folder
+    for the stages); returns the raw params."""
+    raw = merge(yaml.safe_load((ROOT / "params.yaml").read_text()), TINY_PARAMS)
+    raw["models"] = models or TINY_PARAMS["models"]
+    (folder / "params.yaml").write_text(yaml.safe_dump(raw))
+    prepare(DataConfig(max_length=8), mirror, folder / "data/prepared", folder / "data/stats.json",
+            folder / "data/raw", checksums)
+    tokenize(TokenizeConfig(vocab_size=305), folder / "data/prepared", folder / "data/tokenized")
+    return raw
+
+
+# the trained project: one Transformer and one attention LSTM, so each family's decoding is covered
+TRAINED_MODELS = {"tiny": TINY_PARAMS["models"]["tiny"],
+                  "tiny_rnn": {"family": "rnn", "cell": "lstm", "attention": "dot", "embed_dim": 12, "hidden_dim": 16}}
+
+
+def pipeline_workspace(workspace: Path, profile: Path, **env: str):
+    """A DVC workspace of this project's params.yaml + profile; returns run(*cmd), which runs a command there."""
+    # the stages call `nmtbench` and `dvc`: put this interpreter's scripts first on PATH
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    env = {**os.environ, "WANDB_SILENT": "true", "PATH": path, **env}
+    subprocess.run([sys.executable, "-m", "nmtbench", "--params", str(ROOT / "params.yaml"),
+                    "workspace", str(workspace), "--profile", str(profile)], check=True, env=env)
+    return lambda *cmd: subprocess.run(cmd, cwd=workspace, env=env, check=True, capture_output=True, text=True)

@@ -1,0 +1,73 @@
+"""The package's layers: nothing below training imports it, and every module imports on its own (no cycles)."""
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import nmtbench
+
+PACKAGE = Path(nmtbench.__file__).parent
+BELOW_TRAINING = ("data", "models", "decoding", "evaluation", "analysis")
+# probe fitting trains small models by nature; docs/design-decisions.md says why it may use training
+ALLOWED = {"analysis/fitting.py": "nmtbench.training.module"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(path: Path) -> set[str]:
+    """Every module a file imports, wherever the import statement is (a function-local one counts)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.update([node.module] + [f"{node.module}.{alias.name}" for alias in node.names])
+    return names
+
+
+def test_nothing_below_training_imports_it():
+    def allowed(path: str, name: str) -> bool:
+        return path in ALLOWED and (name == ALLOWED[path] or name.startswith(ALLOWED[path] + "."))
+
+    found = [(path, name) for package in BELOW_TRAINING for file in sorted((PACKAGE / package).rglob("*.py"))
+             for path in [str(file.relative_to(PACKAGE))] for name in sorted(imported(file))
+             if (name == "nmtbench.training" or name.startswith("nmtbench.training.")) and not allowed(path, name)]
+    assert found == []
+
+
+def test_the_import_check_sees_what_it_should(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text("def f():\n    from nmtbench.training.train import train\nfrom nmtbench import training\n")
+    assert {"nmtbench.training.train", "nmtbench.training"} <= imported(source)
+
+
+# Each module is imported in a child process of its own that starts with no nmtbench module loaded; the
+# third-party libraries (torch, Lightning, datasets: seconds each) are loaded once before the children fork.
+FRESH_IMPORTS = """
+import importlib, os, sys
+names = sys.argv[1:]
+for name in names:
+    importlib.import_module(name)
+for name in [m for m in sys.modules if m == "nmtbench" or m.startswith("nmtbench.")]:
+    del sys.modules[name]
+for name in names:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            importlib.import_module(name)
+        except BaseException as error:
+            print(name, type(error).__name__, error, flush=True)
+            os._exit(1)
+        os._exit(0)
+    os.waitpid(pid, 0)
+"""
+
+
+def test_every_module_imports_alone():
+    """A cycle fails only when its modules are imported in one order: import each one first, from nothing."""
+    modules = sorted(module_name(path) for path in PACKAGE.rglob("*.py") if path.name != "__main__.py")
+    done = subprocess.run([sys.executable, "-c", FRESH_IMPORTS, *modules], capture_output=True, text=True)
+    assert len(modules) > 40 and done.returncode == 0 and done.stdout == "", done.stdout + done.stderr[-2000:]
