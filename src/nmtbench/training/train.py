@@ -147,13 +147,14 @@ def read_vocab(tokenized_dir: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def load_model(checkpoint_path: Path, tokenizer: Tokenizer):
-    """Rebuild a trained model from its checkpoint, refusing one trained with another tokenizer."""
+def load_model(checkpoint_path: Path, tokenizer: Tokenizer, device: torch.device | str = "cpu"):
+    """Rebuild a trained model from its checkpoint onto device (whichever device it was saved from),
+    refusing one trained with another tokenizer."""
     checkpoint_path = Path(checkpoint_path)
     if not checkpoint_path.is_file():
         raise CheckpointError(f"{checkpoint_path} is missing; train the model first (dvc repro train@<name>-<seed>)")
     try:
-        module = TranslationModule.load_from_checkpoint(checkpoint_path, map_location="cpu")
+        module = TranslationModule.load_from_checkpoint(checkpoint_path, map_location=device)
     except Exception as error:  # torch and Lightning raise many kinds for an unreadable file
         raise CheckpointError(f"{checkpoint_path} is not a readable nmtbench checkpoint ({type(error).__name__}); "
                               "retrain the model or restore the file") from error
