@@ -190,6 +190,7 @@ class TrainConfig:
     deterministic: bool = False
     num_threads: int = 0
     num_workers: int = 0
+    compile: bool = False
     checkpoint_every_steps: int = 0
     average_last: int = 0
 
