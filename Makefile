@@ -12,7 +12,7 @@ export WANDB_SILENT ?= true
 SMOKE_DIR ?= runs/smoke
 
 .DEFAULT_GOAL := help
-.PHONY: help setup repro smoke lint test chromium test-fast bench-decode bench-train bench-data claims report exp clean-smoke
+.PHONY: help setup repro smoke lint test chromium test-fast test-gpu bench-decode bench-train bench-data claims report exp clean-smoke
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -49,6 +49,10 @@ chromium:
 
 test-fast: $(VENV)/.installed ## unit tests only (skips tests marked slow)
 	python -m pytest -m "not slow"
+
+test-gpu: $(VENV)/.installed ## the GPU lane: tests marked gpu (bf16 training, GPU = CPU decoding, resume, ddp); needs CUDA
+	@python -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else "make test-gpu: torch finds no CUDA GPU; run it on a machine with one and a CUDA build of torch")'
+	python -m pytest -m gpu
 
 report: $(VENV)/.installed ## rebuild results/comparison.md and results/report.html from the trained models' metrics
 	dvc repro --force --single-item compare report

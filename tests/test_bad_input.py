@@ -99,6 +99,25 @@ def test_5_a_gpu_accelerator_without_a_gpu(project, capsys):
     assert outputs() == before
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["evaluate", "tiny"], "evaluate.device: cuda, but torch finds no CUDA GPU on this machine; use evaluate.device "
+                           "auto or cpu, or run where a GPU and a CUDA build of torch are"),
+    (["beam-sweep"], "evaluate.device: cuda, but torch finds no CUDA GPU on this machine; use evaluate.device "
+                     "auto or cpu, or run where a GPU and a CUDA build of torch are"),
+    (["translate", "models/tiny/seed42", "--device", "cuda"], "--device: cuda, but torch finds no CUDA GPU on this "
+                                                              "machine; use --device auto or cpu, or run where a GPU "
+                                                              "and a CUDA build of torch are"),
+])
+def test_5_also_decoding_on_cuda_without_a_gpu(project, capsys, monkeypatch, argv, message):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    if argv[0] != "translate":
+        set_params(evaluate={"device": "cuda"})
+    stdin(monkeypatch, b"A dog runs.\n")
+    before = outputs()
+    assert refused(capsys, *argv) == message
+    assert outputs() == before
+
+
 @pytest.fixture
 def no_wandb_account(tmp_path, monkeypatch):
     for key in [k for k in os.environ if k.startswith("WANDB_")]:

@@ -328,10 +328,13 @@ def test_a_run_stopped_by_max_steps_mid_epoch_validates_its_last_step(project, m
 
 
 @pytest.mark.slow
-def test_a_killed_training_command_resumes_to_the_uninterrupted_result(project, tmp_path, monkeypatch):
+@pytest.mark.parametrize("accelerator", ["cpu", pytest.param("gpu", marks=[
+    pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")])])
+def test_a_killed_training_command_resumes_to_the_uninterrupted_result(project, tmp_path, monkeypatch, accelerator):
     """SIGKILL `nmtbench train` right after its first last.ckpt (mid-epoch), rerun it: the same weights and figures."""
     monkeypatch.setenv("WANDB_MODE", "disabled")
-    set_train_params(batch_tokens=16, max_epochs=4, checkpoint_every_steps=3, deterministic=True)
+    set_train_params(batch_tokens=16, max_epochs=4, checkpoint_every_steps=3, deterministic=True,
+                     accelerator=accelerator)
     command = [sys.executable, "-m", "nmtbench", "train", "tiny"]
     subprocess.run(command, capture_output=True, check=True, timeout=600)
     Path("models/tiny/seed42").rename(tmp_path / "whole")
@@ -344,7 +347,7 @@ def test_a_killed_training_command_resumes_to_the_uninterrupted_result(project, 
         time.sleep(0.005)
     killed.send_signal(signal.SIGKILL)
     assert killed.wait() == -signal.SIGKILL and not Path("metrics/tiny/seed42/train.json").exists()
-    state = torch.load(last, weights_only=False)
+    state = torch.load(last, map_location="cpu", weights_only=False)
     position = state["TranslationData"]
     assert 0 < position["batches_done"] < whole["steps"] // whole["epochs"]  # killed in the middle of an epoch
 
@@ -355,3 +358,39 @@ def test_a_killed_training_command_resumes_to_the_uninterrupted_result(project, 
     assert_same_tensors(checkpoint_state("models/tiny/seed42/best.ckpt"),
                         checkpoint_state(tmp_path / "whole/best.ckpt"))
     assert sorted(p.name for p in Path("models/tiny/seed42").iterdir()) == ["best.ckpt", "spm.model", "vocab.json"]
+
+
+def test_tokens_and_time_are_counted_over_stretches_without_reading_the_device_per_step(project, monkeypatch):
+    """The steps add their token counts to a device tensor; the host reads it at validations only."""
+    read_at = []
+    fold = TranslationModule._fold_tokens
+
+    def counting_fold(module):
+        read_at.append(module.trainer.global_step)
+        fold(module)
+
+    monkeypatch.setattr(TranslationModule, "_fold_tokens", counting_fold)
+    metrics = train(project, "tiny")
+    data = TranslationData("data/tokenized", project.train.batch_tokens, 42)
+    data.setup()
+    train_set = data.splits["train"]
+    per_epoch = int((train_set[list(range(len(train_set)))]["tgt_out"] != 0).sum())  # every pair once, eos included
+    assert metrics["target_tokens"] == 2 * per_epoch
+    steps_per_epoch = metrics["steps"] // 2
+    # read at each validation, at the best checkpoint saved after it and at the end: never between validations
+    assert set(read_at) == {steps_per_epoch, 2 * steps_per_epoch} and steps_per_epoch > 1
+    _, rows = read_curve()
+    assert [row["target_tokens"] for row in rows] == [per_epoch, 2 * per_epoch]
+    assert 0 < metrics["train_seconds"] and metrics["train_tokens_per_s"] > 0
+
+
+@pytest.mark.slow
+def test_compiled_training_matches_eager_training_and_keeps_the_checkpoint_keys(project):
+    eager = train(project, "tiny")
+    eager_state, _ = checkpoint_state("models/tiny/seed42/best.ckpt")
+    compiled = train(dataclasses.replace(project, train=dataclasses.replace(project.train, compile=True)), "tiny",
+                     model_dir=Path("models/compiled"), metrics_path=Path("metrics/compiled/train.json"))
+    compiled_state, _ = checkpoint_state("models/compiled/best.ckpt")
+    assert compiled_state.keys() == eager_state.keys()  # evaluate and load_model read it as before
+    assert compiled["steps"] == eager["steps"] and compiled["target_tokens"] == eager["target_tokens"]
+    assert compiled["best_val_loss"] == pytest.approx(eager["best_val_loss"], abs=2e-3)

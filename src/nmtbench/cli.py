@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from nmtbench.config import ConfigError, DecodeConfig, load_params
+from nmtbench.config import ConfigError, DecodeConfig, load_params, resolve_device
 from nmtbench.runs import RESULTS
 
 
@@ -90,16 +90,19 @@ def _translate(args):
                                     ("--batch-tokens", args.batch_tokens, 1), ("--alpha", args.alpha, 0)):
         if value is not None and value < smallest:
             raise ConfigError(f"{option}: must be at least {smallest}, got {value}")
-    overrides = {key: value for key, value in (("beam", args.beam), ("alpha", args.alpha)) if value is not None}
+    overrides = {key: value for key, value in (("beam", args.beam), ("alpha", args.alpha),
+                                               ("batch_tokens", args.batch_tokens), ("device", args.device))
+                 if value is not None}
     defaults = load_params(args.params).evaluate if Path(args.params).is_file() else DecodeConfig()
     cfg = dataclasses.replace(defaults, **overrides)
     if args.nbest > cfg.beam:
         raise ConfigError(f"--nbest: {args.nbest} is more than the beam size {cfg.beam}; raise --beam to at least "
                           f"{args.nbest}")
+    resolve_device(cfg.device, "--device" if args.device else "evaluate.device")  # before loading anything
     translator = Translator.from_model_dir(Path(args.model_dir), cfg)
     sentences = read_input(args.input)
     with tqdm(total=len(sentences), unit="sent", file=sys.stderr, disable=args.input == "-") as progress:
-        found = translator.translate(sentences, args.nbest, args.batch_tokens, progress)
+        found = translator.translate(sentences, args.nbest, progress)
     for i, hyps in enumerate(found):
         for text, score in hyps:
             print(text if args.nbest == 1 else f"{i} ||| {text} ||| {score:.4f}")
@@ -176,7 +179,10 @@ def main(argv: list[str] | None = None) -> int:
     translate.add_argument("--beam", type=int, help="beam size (default: evaluate.beam of params.yaml)")
     translate.add_argument("--alpha", type=float, help="length penalty strength (default: evaluate.alpha)")
     translate.add_argument("--nbest", type=int, default=1, help="print the n best as 'line ||| text ||| score'")
-    translate.add_argument("--batch-tokens", type=int, help="at most this many padded source tokens per batch")
+    translate.add_argument("--batch-tokens", type=int,
+                           help="at most this many padded source tokens per batch (default: evaluate.batch_tokens)")
+    translate.add_argument("--device", choices=("auto", "cpu", "cuda"),
+                           help="where to decode; auto: cuda when present (default: evaluate.device)")
     translate.set_defaults(run=_translate)
     workspace = commands.add_parser("workspace", help="a separate DVC workspace running params.yaml + a profile")
     workspace.add_argument("target", help="folder to create or refresh")

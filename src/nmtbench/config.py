@@ -192,6 +192,7 @@ class TrainConfig:
     deterministic: bool = False
     num_threads: int = 0
     num_workers: int = 0
+    compile: bool = False
     checkpoint_every_steps: int = 0
     average_last: int = 0
 
@@ -237,6 +238,9 @@ class DecodeConfig:
     batch_size: int = 64
     max_len_a: float = 1.5
     max_len_b: int = 10
+    batch_tokens: int | None = None  # None: batches bounded by batch_size alone
+    device: str = "auto"
+    precision: str | int = "32"  # 32, or bf16 autocast
 
     def __post_init__(self):
         positive("evaluate.beam", self.beam)
@@ -247,6 +251,23 @@ class DecodeConfig:
         positive("evaluate.batch_size", self.batch_size)
         positive("evaluate.max_len_a", self.max_len_a, allow_zero=True)
         positive("evaluate.max_len_b", self.max_len_b, allow_zero=True)
+        if self.batch_tokens is not None:
+            positive("evaluate.batch_tokens", self.batch_tokens)
+        choice("evaluate.device", self.device, ("auto", "cpu", "cuda"))
+        choice("evaluate.precision", str(self.precision), ("32", "bf16"))
+        self.precision = str(self.precision)  # YAML reads 32 as a number
+
+
+def resolve_device(setting: str, key: str):
+    """The torch device of a device setting: auto is cuda when torch sees a GPU, else cpu."""
+    import torch
+
+    if setting == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"{key}: cuda, but torch finds no CUDA GPU on this machine; use {key} auto or cpu, "
+                          "or run where a GPU and a CUDA build of torch are")
+    if setting == "auto":
+        setting = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(setting)
 
 
 @dataclass

@@ -26,8 +26,9 @@ def read_vocab(tokenized_dir: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def load_model(checkpoint_path: Path, tokenizer: Tokenizer) -> Seq2Seq:
-    """Rebuild a trained model from its checkpoint, refusing one trained with another tokenizer."""
+def load_model(checkpoint_path: Path, tokenizer: Tokenizer, device: torch.device | str = "cpu") -> Seq2Seq:
+    """Rebuild a trained model from its checkpoint onto device (whichever device it was saved from),
+    refusing one trained with another tokenizer."""
     checkpoint_path = Path(checkpoint_path)
     if not checkpoint_path.is_file():
         raise CheckpointError(f"{checkpoint_path} is missing; train the model first (dvc repro train@<name>-<seed>)")
@@ -45,4 +46,4 @@ def load_model(checkpoint_path: Path, tokenizer: Tokenizer) -> Seq2Seq:
         raise CheckpointError(f"{checkpoint_path} was trained with another vocabulary than {tokenizer.path}; "
                               f"retrain it (dvc repro train@{hparams['name']}-{hparams['seed']}) "
                               "or use the tokenizer it was trained with")
-    return model.eval()
+    return model.to(device).eval()

@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from nmtbench.config import DecodeConfig
+import torch
+
+from nmtbench.config import DecodeConfig, resolve_device
 from nmtbench.data.batching import pad
 from nmtbench.data.tokenizer import BOS, EOS, PAD, Tokenizer
 from nmtbench.decoding.search import Hypothesis, beam_search, max_lengths
@@ -29,12 +31,14 @@ def length_sorted_batches(lengths: list[int], max_sentences: int, max_tokens: in
 
 
 class Translator:
+    """Decodes on the device the model is on (see from_model_dir), in fp32 or under bf16 autocast."""
+
     def __init__(self, model: Seq2Seq, tokenizer: Tokenizer, cfg: DecodeConfig):
         self.model, self.tokenizer, self.cfg = model.eval(), tokenizer, cfg
 
     @classmethod
     def from_model_dir(cls, model_dir: Path, cfg: DecodeConfig) -> Translator:
-        """A trained model folder (best.ckpt beside the tokenizer it was trained with)."""
+        """A trained model folder (best.ckpt beside the tokenizer it was trained with), on cfg.device."""
         model_dir = Path(model_dir)
         example = "a trained model folder such as models/transformer/seed42"
         if not model_dir.is_dir():
@@ -44,11 +48,12 @@ class Translator:
             raise CheckpointError(f"{model_dir} has no spm.model; pass {example}, which holds best.ckpt, spm.model "
                                   "and vocab.json once its training has finished")
         tokenizer = Tokenizer(model_dir)
-        return cls(load_model(model_dir / "best.ckpt", tokenizer), tokenizer, cfg)
+        device = resolve_device(cfg.device, "evaluate.device")
+        return cls(load_model(model_dir / "best.ckpt", tokenizer, device), tokenizer, cfg)
 
-    def translate_ids(self, sources: list[list[int]], nbest: int = 1, max_tokens: int | None = None,
-                      progress=None) -> list[list[Hypothesis]]:
-        """Beam search over every source, in length-sorted batches; results in input order.
+    def translate_ids(self, sources: list[list[int]], nbest: int = 1, progress=None) -> list[list[Hypothesis]]:
+        """Beam search over every source, in length-sorted batches (at most cfg.batch_size sentences and
+        cfg.batch_tokens padded source tokens); results in input order.
 
         An empty source (a blank input line) translates to the empty output, for every model: nothing
         to attend to would give NaN scores in attention and an error in a packed RNN.
@@ -57,13 +62,14 @@ class Translator:
         results = [[] if s else [Hypothesis([], 0.0, 0.0, True)] for s in sources]
         device = next(self.model.parameters()).device  # a GPU during training's validation BLEU
         nonempty = [i for i, s in enumerate(sources) if s]
-        for batch in length_sorted_batches([len(sources[i]) for i in nonempty], cfg.batch_size, max_tokens):
+        for batch in length_sorted_batches([len(sources[i]) for i in nonempty], cfg.batch_size, cfg.batch_tokens):
             rows = [nonempty[j] for j in batch]
             src = pad([sources[i] for i in rows]).to(device)  # (B, S)
             mask = src != PAD
-            found = beam_search(self.model, src, mask, BOS, EOS, max_lengths(mask, cfg.max_len_a, cfg.max_len_b),
-                                beam=cfg.beam, nbest=nbest, alpha=cfg.alpha, penalty=cfg.length_penalty,
-                                min_len=cfg.min_len, no_repeat_ngram=cfg.no_repeat_ngram)
+            with torch.autocast(device.type, torch.bfloat16, enabled=cfg.precision == "bf16"):
+                found = beam_search(self.model, src, mask, BOS, EOS, max_lengths(mask, cfg.max_len_a, cfg.max_len_b),
+                                    beam=cfg.beam, nbest=nbest, alpha=cfg.alpha, penalty=cfg.length_penalty,
+                                    min_len=cfg.min_len, no_repeat_ngram=cfg.no_repeat_ngram)
             for i, hyps in zip(rows, found):
                 results[i] = hyps
             if progress is not None:
@@ -72,10 +78,9 @@ class Translator:
             progress.update(len(sources) - len(nonempty))
         return results
 
-    def translate(self, sentences: list[str], nbest: int = 1, max_tokens: int | None = None,
-                  progress=None) -> list[list[tuple[str, float]]]:
+    def translate(self, sentences: list[str], nbest: int = 1, progress=None) -> list[list[tuple[str, float]]]:
         """Detokenized nbest translations with their scores, per input sentence."""
-        found = self.translate_ids([self.tokenizer.encode(s) for s in sentences], nbest, max_tokens, progress)
+        found = self.translate_ids([self.tokenizer.encode(s) for s in sentences], nbest, progress)
         return [[(one_line(self.tokenizer.decode(h.tokens)), h.score) for h in hyps] for hyps in found]
 
 

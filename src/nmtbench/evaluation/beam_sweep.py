@@ -5,7 +5,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from nmtbench.config import ConfigError, Params
+from nmtbench.config import ConfigError, Params, resolve_device
 from nmtbench.data.tokenizer import Tokenizer, load_tokenized
 from nmtbench.decoding.translator import Translator
 from nmtbench.evaluation.scoring import score
@@ -19,7 +19,8 @@ def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out
     if cfg.model is None:
         raise ConfigError(f"beam_sweep.model: not set; name one of {', '.join(params.models)}")
     tokenizer = Tokenizer(tokenized_dir)
-    model = load_model(RunPaths(cfg.model, cfg.seed).checkpoint, tokenizer)
+    model = load_model(RunPaths(cfg.model, cfg.seed).checkpoint, tokenizer,
+                       resolve_device(params.evaluate.device, "evaluate.device"))
     split_name = cfg.split or params.data.eval_splits[0]
     split = load_tokenized(tokenized_dir)[split_name]
     n = cfg.max_sentences or len(split)

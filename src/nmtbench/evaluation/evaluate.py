@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from nmtbench.config import ConfigError, Params
+from nmtbench.config import ConfigError, Params, resolve_device
 from nmtbench.data.tokenizer import BOS, EOS, PAD, Tokenizer, load_tokenized
 from nmtbench.decoding.search import greedy, max_lengths
 from nmtbench.decoding.translator import Translator, one_line
@@ -33,7 +33,7 @@ def evaluate(params: Params, name: str, seed: int | None = None, tokenized_dir: 
     seed = params.seeds[0] if seed is None else seed
     paths = RunPaths(name, seed, root)
     tokenizer = Tokenizer(tokenized_dir)
-    model = load_model(paths.checkpoint, tokenizer)
+    model = load_model(paths.checkpoint, tokenizer, resolve_device(params.evaluate.device, "evaluate.device"))
     translator = Translator(model, tokenizer, params.evaluate)
     dataset = load_tokenized(tokenized_dir)
     attention = attention_example(model, tokenizer, dataset, params)  # a bad report block fails before any work
@@ -86,7 +86,7 @@ def attention_example(model: Seq2Seq, tokenizer: Tokenizer, dataset, params: Par
         raise ConfigError(f"report.attention_sentence: {cfg.attention_sentence} is beyond the {len(split)} "
                           f"sentences of {name}; choose 0 to {len(split) - 1}")
     source = split[cfg.attention_sentence]["src_ids"]
-    src = torch.tensor([source])  # (1, S)
+    src = torch.tensor([source], device=next(model.parameters()).device)  # (1, S)
     mask = src != PAD
     budget = max_lengths(mask, decode.max_len_a, decode.max_len_b)
     attention = [[]]

@@ -41,24 +41,33 @@ class TranslationModule(L.LightningModule):
         self.save_hyperparameters()  # the checkpoint alone rebuilds the model and checks its vocabulary
         self.model = build_model(name, block, vocab_size, pad_id)
         self.train_cfg = TrainConfig(**train)
-        self.target_tokens = 0
-        self.train_seconds = 0.0
-        self._val_loss_sum = self._val_tokens = 0.0
+        # read on the host only at validation, checkpoint and the end: the steps between never wait for the device
+        self.target_tokens = 0  # folded in from _new_tokens, a device tensor the steps add to
+        self._new_tokens: torch.Tensor | int = 0
+        self.train_seconds = 0.0  # whole stretches of training between validations, the device synchronised
+        self._stretch_started: float | None = None
+        self._val_loss_sum: torch.Tensor | float = 0.0
+        self._val_tokens: torch.Tensor | int = 0
         self._restored_rng: dict | None = None
 
     @property
     def fingerprint(self) -> str:
         return run_fingerprint(self.hparams.block, self.hparams.train, self.hparams.vocab_sha256, self.hparams.seed)
 
-    def loss(self, batch) -> tuple[torch.Tensor, torch.Tensor, int]:
-        """Label-smoothed cross-entropy per target token, padding ignored; also the plain (unsmoothed) sum."""
+    def loss(self, batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Label-smoothed cross-entropy per target token, padding ignored; also the plain (unsmoothed) sum
+        and the number of target tokens, both left on the device."""
         logits = self.model(batch["src"], batch["src_mask"], batch["tgt_in"]).float()  # (B, T, V)
         flat, gold = logits.flatten(0, 1), batch["tgt_out"].flatten()
-        tokens = int((gold != self.hparams.pad_id).sum())
+        tokens = (gold != self.hparams.pad_id).sum()
         smoothed = F.cross_entropy(flat, gold, ignore_index=self.hparams.pad_id,
                                    label_smoothing=self.train_cfg.label_smoothing, reduction="sum")
         nll = F.cross_entropy(flat, gold, ignore_index=self.hparams.pad_id, reduction="sum")
         return smoothed / tokens, nll, tokens
+
+    def configure_model(self):
+        if self.train_cfg.compile:  # in place: the state dict keeps its keys, so checkpoints stay the same
+            self.model.compile()
 
     def on_train_epoch_start(self):
         # Lightning sets the epoch of a sampler but not of a batch sampler: without this, every
@@ -73,9 +82,11 @@ class TranslationModule(L.LightningModule):
         rng = {"cpu": torch.get_rng_state()}
         if torch.cuda.is_available():
             rng["cuda"] = torch.cuda.get_rng_state_all()
+        self._fold_tokens()
+        running = 0.0 if self._stretch_started is None else time.perf_counter() - self._stretch_started
         checkpoint["nmtbench"] = {
             "run": self.fingerprint,
-            "target_tokens": self.target_tokens, "train_seconds": self.train_seconds, "rng": rng,
+            "target_tokens": self.target_tokens, "train_seconds": self.train_seconds + running, "rng": rng,
         }
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
@@ -91,33 +102,52 @@ class TranslationModule(L.LightningModule):
             if "cuda" in self._restored_rng and torch.cuda.is_available():
                 torch.cuda.set_rng_state_all(self._restored_rng["cuda"])
             self._restored_rng = None
+        self._start_stretch()
 
-    def on_train_batch_start(self, batch, batch_idx):
-        self._batch_started = time.perf_counter()
+    def _fold_tokens(self) -> None:
+        self.target_tokens += int(self._new_tokens)
+        self._new_tokens = 0
+
+    def _start_stretch(self) -> None:
+        self._stretch_started = time.perf_counter()
+
+    def _end_stretch(self) -> None:
+        """Add the stretch since _start_stretch, once the device has finished its work."""
+        if self._stretch_started is None:  # validation outside training, or a second end
+            return
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.train_seconds += time.perf_counter() - self._stretch_started
+        self._stretch_started = None
 
     def training_step(self, batch, batch_idx):
         loss, _, tokens = self.loss(batch)
-        self.target_tokens += tokens
+        self._new_tokens = self._new_tokens + tokens
         self.log("train/loss", loss, prog_bar=True, batch_size=batch["src"].size(0))
         self.log("train/lr", self.optimizers().param_groups[0]["lr"], batch_size=batch["src"].size(0))
         # Lightning divides "loss" by accumulate_grad_batches before callbacks see it; the curve wants it whole
         return {"loss": loss, "batch_loss": loss.detach()}
 
-    def on_train_batch_end(self, outputs, batch, batch_idx):
-        self.train_seconds += time.perf_counter() - self._batch_started
+    def on_validation_start(self):
+        self._end_stretch()
+
+    def on_validation_end(self):
+        if self.trainer.state.fn == "fit":  # back to training, not a validation on its own
+            self._start_stretch()
 
     def on_validation_epoch_start(self):
-        self._val_loss_sum = self._val_tokens = 0.0
+        self._val_loss_sum, self._val_tokens = 0.0, 0
 
     def validation_step(self, batch, batch_idx):
         _, nll, tokens = self.loss(batch)
-        self._val_loss_sum += float(nll)
-        self._val_tokens += tokens
+        self._val_loss_sum = self._val_loss_sum + nll.detach()
+        self._val_tokens = self._val_tokens + tokens
 
     def on_validation_epoch_end(self):
+        self._fold_tokens()
         # under data parallelism each rank saw part of the val set: add up losses and tokens first
-        totals = torch.tensor([self._val_loss_sum, self._val_tokens, self.target_tokens], dtype=torch.float64,
-                              device=self.device)
+        totals = torch.tensor([float(self._val_loss_sum), int(self._val_tokens), self.target_tokens],
+                              dtype=torch.float64, device=self.device)
         loss_sum, tokens, target_tokens = self.trainer.strategy.reduce(totals, reduce_op="sum").tolist()
         val_loss = loss_sum / max(tokens, 1)
         # unsmoothed per-token NLL, so perplexity means the same thing for every model
@@ -127,6 +157,8 @@ class TranslationModule(L.LightningModule):
 
     def on_train_end(self):
         """Every rank's target tokens, summed, and the slowest rank's time: the throughput of the job."""
+        self._end_stretch()
+        self._fold_tokens()
         totals = torch.tensor([float(self.target_tokens)], dtype=torch.float64, device=self.device)
         self.target_tokens = int(self.trainer.strategy.reduce(totals, reduce_op="sum").item())
         seconds = torch.tensor([self.train_seconds], dtype=torch.float64, device=self.device)

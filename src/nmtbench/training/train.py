@@ -10,7 +10,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint, TQDMProgressBar
 from lightning.pytorch.utilities import rank_zero_only
 
 from nmtbench.config import ConfigError, Params
@@ -61,7 +61,8 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
                                 "params": module.model.num_parameters()},
                                run_tags(name, block, seed))
     curve = LearningCurve(paths.learning_curve)
-    callbacks = [checkpoint, curve, flop_budget, ValidateLastStep()]
+    # the bar reads the logged loss off the device: every 10 steps, like the loggers, not at every step
+    callbacks = [checkpoint, curve, flop_budget, ValidateLastStep(), TQDMProgressBar(refresh_rate=10)]
     if cfg.checkpoint_every_steps:
         callbacks.append(ModelCheckpoint(dirpath=unfinished, filename="last",
                                          every_n_train_steps=cfg.checkpoint_every_steps, enable_version_counter=False))
@@ -135,4 +136,3 @@ def average_into_best(snapshots: ModelCheckpoint, best_path: str) -> list[int]:
     best["state_dict"] = average_state_dicts([Path(p) for p in by_step])
     AtomicCheckpointIO().save_checkpoint(best, best_path)
     return [int(snapshots.best_k_models[path]) for path in by_step]
-
