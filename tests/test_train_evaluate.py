@@ -389,8 +389,8 @@ def test_compiled_training_matches_eager_training_and_keeps_the_checkpoint_keys(
     eager = train(project, "tiny")
     eager_state, _ = checkpoint_state("models/tiny/seed42/best.ckpt")
     compiled = train(dataclasses.replace(project, train=dataclasses.replace(project.train, compile=True)), "tiny",
-                     model_dir=Path("models/compiled"), metrics_path=Path("metrics/compiled/train.json"))
-    compiled_state, _ = checkpoint_state("models/compiled/best.ckpt")
+                     root=Path("compiled"))
+    compiled_state, _ = checkpoint_state("compiled/models/tiny/seed42/best.ckpt")
     assert compiled_state.keys() == eager_state.keys()  # evaluate and load_model read it as before
     assert compiled["steps"] == eager["steps"] and compiled["target_tokens"] == eager["target_tokens"]
     assert compiled["best_val_loss"] == pytest.approx(eager["best_val_loss"], abs=2e-3)
