@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from nmtbench.evaluation.figures import run_styles
 from nmtbench.evaluation.report import markdown_html, report
+from nmtbench.figures import run_styles
 
 TABLE = """| Model | Parameters | test BLEU |
 |:---|---:|---:|

@@ -16,7 +16,7 @@ import math
 import re
 from pathlib import Path
 
-from nmtbench.evaluation import figures
+from nmtbench import figures
 from nmtbench.evaluation.compare import SIGNIFICANCE_LEVEL, _cell, _duration, _table_head
 from nmtbench.files import write_text
 from nmtbench.runs import METRICS, RESULTS
