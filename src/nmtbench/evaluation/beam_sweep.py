@@ -10,6 +10,7 @@ from nmtbench.config import ConfigError, Params, resolve_device
 from nmtbench.data.tokenizer import Tokenizer, load_tokenized
 from nmtbench.decoding.translator import Translator
 from nmtbench.evaluation.scoring import score
+from nmtbench.evaluation.tables import Table
 from nmtbench.files import write_bytes, write_json, write_text
 from nmtbench.loading import load_model
 from nmtbench.runs import RESULTS, RunPaths
@@ -48,9 +49,9 @@ def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out
 
 
 def table(result: dict) -> str:
-    lines = [f"# Beam sweep: {result['model']} (seed {result['seed']}) on {result['split']} "
-             f"({result['sentences']} sentences, {result['length_penalty']} length penalty)", "",
-             "| beam | alpha | BLEU | chrF | sentences/s | target tokens/s |", "|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r['beam']} | {r['alpha']:g} | {r['bleu']:.2f} | {r['chrf']:.2f} | {r['sentences_per_s']:,.1f} "
-              f"| {r['target_tokens_per_s']:,.0f} |" for r in result["rows"]]
-    return "\n".join(lines + ["", f"BLEU: `{result['bleu_signature']}`", ""])
+    rows = [[str(r["beam"]), f"{r['alpha']:g}", f"{r['bleu']:.2f}", f"{r['chrf']:.2f}", f"{r['sentences_per_s']:,.1f}",
+             f"{r['target_tokens_per_s']:,.0f}"] for r in result["rows"]]
+    sweep = Table(["beam", "alpha", "BLEU", "chrF", "sentences/s", "target tokens/s"], rows, "rrrrrr")
+    return "\n".join([f"# Beam sweep: {result['model']} (seed {result['seed']}) on {result['split']} "
+                      f"({result['sentences']} sentences, {result['length_penalty']} length penalty)", "",
+                      sweep.markdown(), "", f"BLEU: `{result['bleu_signature']}`", ""])
