@@ -7,18 +7,9 @@ import subprocess
 
 import pytest
 
-from nmtbench.evaluation.figures import run_styles
-from nmtbench.evaluation.report import markdown_html, report
+from nmtbench.evaluation.report import report
+from nmtbench.figures import run_styles
 
-TABLE = """| Model | Parameters | test BLEU |
-|:---|---:|---:|
-| transformer | 9,512 | **35.12** +- 0.40 |
-| lstm | 1,034 | 30.50 * |
-
-sacreBLEU signatures:
-
-- BLEU: `nrefs:1|case:mixed|tok:13a`
-"""
 SOURCE, TARGET = ["▁A", "▁cat", "."], ["▁Eine", "▁Katze", ".", "</s>"]
 
 
@@ -41,7 +32,7 @@ def write_run(folder, params, bleu, speed, weights="absent", curve=True):
 
 @pytest.fixture
 def outputs(tmp_path):
-    """metrics/ of three models (one with two seeds) and the compare stage's results/."""
+    """metrics/ of three models (one with two seeds) and the compare stage's results/comparison.json."""
     metrics, results = tmp_path / "metrics", tmp_path / "results"
     diagonal = [[0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.1, 0.1, 0.8], [0.3, 0.3, 0.4]]
     write_run(metrics / "lstm", 1_034, 30.5, 40.0, weights=None)
@@ -49,20 +40,24 @@ def outputs(tmp_path):
     write_run(metrics / "transformer" / "seed2", 9_512, 35.2, 54.0, weights=diagonal)
     write_run(metrics / "cnn", 5_000, 33.0, 90.0, weights=diagonal)
     results.mkdir()
-    (results / "comparison.md").write_text(TABLE)
     def buckets(*bleu):  # the compare stage's per-bucket figures; None: an empty bucket
         return {"length_buckets": {label: {"sentences": 0 if b is None else 5, "bleu": b and {"mean": b, "sd": None}}
                                    for label, b in zip(("1-10", "11-20", "21+"), bleu)}}
     def one(value):  # a spread over one seed
         return {"mean": value, "sd": None}
     def row(params, bleu, ci, significant, speed, *bucket_bleu):  # the compare stage's row of one model
-        return {"params": params, "train_seconds": one(425.0),
-                "test_2016_flickr": {"bleu": one(bleu), "sentences_per_s": one(speed),
+        return {"params": params, "train_seconds": one(425.0), "train_tokens_per_s": one(1234.5),
+                "best_val_loss": one(2.5), "best_val_bleu": None,
+                "test_2016_flickr": {"bleu": one(bleu), "bleu_lc": one(bleu + 1), "chrf": one(60.0),
+                                     "ter": one(50.0), "sentences_per_s": one(speed),
                                      "bootstrap": {"mean": bleu, "ci": ci, "significant": significant},
                                      **buckets(*bucket_bleu)}}
     comparison = {
         "baseline": "transformer",
+        "seeds": [1],
         "splits": ["test_2016_flickr"],
+        "signatures": {"bleu": ["nrefs:1|case:mixed|tok:13a"], "bleu_lc": [], "chrf": [], "ter": [],
+                       "paired_bootstrap": ["nrefs:1|bs:1000"]},
         "length_buckets": ["1-10", "11-20", "21+"],
         "models": {"lstm": row(1_034, 30.5, 1.25, True, 40.0, 35.0, 28.0, 12.5),
                    "transformer": row(9_512, 35.1, 1.5, None, 54.5, 36.0, 35.0, None)},
@@ -77,17 +72,6 @@ def embedded_pngs(page_html):
     return [base64.b64decode(data) for data in re.findall(r'src="data:image/png;base64,([^"]+)"', page_html)]
 
 
-def test_markdown_html_renders_the_compare_stage_table():
-    assert markdown_html(TABLE) == (
-        "<table><tr><th>Model</th><th>Parameters</th><th>test BLEU</th></tr>"
-        '<tr><td>transformer</td><td class="number">9,512</td>'
-        '<td class="number"><strong>35.12</strong> +- 0.40</td></tr>'
-        '<tr><td>lstm</td><td class="number">1,034</td><td class="number">30.50 *</td></tr></table>\n'
-        "<p>sacreBLEU signatures:</p>\n"
-        "<ul><li>BLEU: <code>nrefs:1|case:mixed|tok:13a</code></li></ul>")
-    assert markdown_html("# Beam <sweep>\nplain & text") == "<h3>Beam &lt;sweep&gt;</h3>\n<p>plain &amp; text</p>"
-
-
 def test_report_embeds_every_plot(outputs):
     metrics, results = outputs
     page = report(["lstm", "transformer", "cnn"], metrics, results)
@@ -97,7 +81,13 @@ def test_report_embeds_every_plot(outputs):
     assert all(png.startswith(b"\x89PNG\r\n\x1a\n") for png in embedded_pngs(text))
     assert len(embedded_pngs(text)) == 5
     assert not re.search(r'(src|href)="(?!data:|claims\.md)', text)  # self-contained: no external assets
-    assert '<td class="number"><strong>35.12</strong> +- 0.40</td>' in text
+    assert ('<tr><td>lstm</td><td class="number">1,034</td><td class="number">0:07:05</td>'  # the comparison table
+            '<td class="number">1,234</td><td class="number">2.500</td><td class="number">-</td>'
+            '<td class="number">30.50*</td><td class="number">[29.25, 31.75]</td><td class="number">31.50</td>' in text)
+    assert "<li>BLEU: <code>nrefs:1|case:mixed|tok:13a</code></li>" in text
+    assert ("<tr><th>Model</th><th>1-10 (5)</th><th>11-20 (5)</th><th>21+ (0)</th></tr>"
+            '<tr><td>lstm</td><td class="number">35.00</td><td class="number">28.00</td>'
+            '<td class="number">12.50</td></tr>' in text)
     assert "<th>test_2016_flickr</th><th>source</th><th>reference</th><th>lstm</th><th>transformer</th>" in text
     assert "<td>3</td><td>A &lt;cat&gt;.</td><td>Eine Katze.</td><td>Ein Hund.</td><td>Eine Katze.</td>" in text
     assert "Models without attention (nothing to draw): lstm." in text
@@ -139,6 +129,7 @@ def test_report_names_what_is_missing_and_who_writes_it(outputs):
         "headline table: `results/comparison.json` lacks sizes, training times or BLEU intervals; "
         "the compare stage writes them",
         f"size of cnn: no `{metrics}/cnn/train.json`; the train stage writes it",
+        "comparison table: `results/comparison.json` has no 'splits'; the compare stage writes it",
         "BLEU by source-length bucket: `results/comparison.json` has no `length_buckets`; the compare stage writes it",
         "learning curves of lstm, transformer/seed1, transformer/seed2, cnn: no `learning_curve.csv` with columns "
         "wall_seconds, target_tokens, val_bleu and a validation BLEU beside their train.json; the train stage "
@@ -153,8 +144,8 @@ def test_report_names_what_is_missing_and_who_writes_it(outputs):
 
 def test_report_without_a_comparison_names_the_stage(outputs, tmp_path):
     metrics, results = outputs
-    (results / "comparison.md").unlink()
-    with pytest.raises(FileNotFoundError, match=r"comparison.md: not found; run `dvc repro compare` first"):
+    (results / "comparison.json").unlink()
+    with pytest.raises(FileNotFoundError, match=r"comparison.json: not found; run `dvc repro compare` first"):
         report(["lstm"], metrics, results)
     assert not (results / "report.html").exists()
 

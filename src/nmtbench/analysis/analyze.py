@@ -6,14 +6,14 @@ from pathlib import Path
 
 import torch
 
-from nmtbench.analysis import plots
+from nmtbench import figures
 from nmtbench.analysis.claims import table, verdicts
 from nmtbench.analysis.complexity import sweep
 from nmtbench.analysis.gradients import probe
 from nmtbench.analysis.sizing import at_width
 from nmtbench.analysis.synthetic import run_tasks
 from nmtbench.config import ConfigError, Params
-from nmtbench.files import atomic_dir, write_json, write_text
+from nmtbench.files import atomic_dir, write_bytes, write_json, write_text
 from nmtbench.loading import read_vocab
 from nmtbench.models.registry import model_config
 from nmtbench.runs import RESULTS
@@ -40,9 +40,9 @@ def analyze(params: Params, tokenized_dir: Path = Path("data/tokenized"),
                     "complexity": sweep(cfg), "gradients": probe(cfg, tokenized_dir), "synthetic": run_tasks(cfg)}
     rows = verdicts(measurements)
     with atomic_dir(out_dir / "claims") as plot_dir:
-        plots.complexity(measurements["complexity"], cfg.width, plot_dir / "complexity.png")
-        plots.gradients(measurements["gradients"], plot_dir / "gradients.png")
-        plots.synthetic(measurements["synthetic"], cfg.train_length, plot_dir / "synthetic.png")
+        write_bytes(plot_dir / "complexity.png", figures.complexity(measurements["complexity"], cfg.width))
+        write_bytes(plot_dir / "gradients.png", figures.gradients(measurements["gradients"]))
+        write_bytes(plot_dir / "synthetic.png", figures.synthetic(measurements["synthetic"], cfg.train_length))
     write_json(out_dir / "claims.json", {"verdicts": rows, "measurements": measurements})
     write_text(out_dir / "claims.md", table(rows, measurements))
     return rows

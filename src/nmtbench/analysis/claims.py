@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 
+from nmtbench.evaluation.tables import Table
+
 HOLDS, CAVEAT, FAILS = "holds", "holds with a caveat", "does not hold here"
 LINEAR = (0.8, 1.2)  # a log-log slope in this range is linear growth
 QUADRATIC = 1.5  # a slope of at least this is quadratic growth (the T^2 term dominating)
@@ -254,7 +256,7 @@ def table(rows: list[dict], measurements: dict) -> str:
              f"{ACCURACY_GAP} count as equal; an explosion is a gradient norm over {EXPLOSION:g}x the run's median; "
              f"'several times' is at least {SEVERAL:g}x; 'about half' is a ratio in {HALF}; a crossover within "
              f"{NEAR:g}x of d agrees with T = d.", "",
-             "| # | claim | measurement | verdict | plot |", "|---:|---|---|---|---|"]
-    lines += [f"| {r['claim']} | {r['text']} | {r['measurement']} | **{r['verdict']}** | {link(r['plot'])} |"
-              for r in rows]
+             Table(["#", "claim", "measurement", "verdict", "plot"],
+                   [[str(r["claim"]), r["text"], r["measurement"], f"**{r['verdict']}**", link(r["plot"])]
+                    for r in rows], "r----").markdown()]
     return "\n".join(lines + [""])

@@ -5,11 +5,13 @@ import dataclasses
 import time
 from pathlib import Path
 
+from nmtbench import figures
 from nmtbench.config import ConfigError, Params, resolve_device
 from nmtbench.data.tokenizer import Tokenizer, load_tokenized
 from nmtbench.decoding.translator import Translator
 from nmtbench.evaluation.scoring import score
-from nmtbench.files import write_json, write_text
+from nmtbench.evaluation.tables import Table
+from nmtbench.files import write_bytes, write_json, write_text
 from nmtbench.loading import load_model
 from nmtbench.runs import RESULTS, RunPaths
 
@@ -42,35 +44,14 @@ def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out
               "rows": rows}
     write_json(out_dir / "beam_sweep.json", result)
     write_text(out_dir / "beam_sweep.md", table(result))
-    plot(result, out_dir / "beam_sweep.png")
+    write_bytes(out_dir / "beam_sweep.png", figures.beam_sweep(result))
     return result
 
 
 def table(result: dict) -> str:
-    lines = [f"# Beam sweep: {result['model']} (seed {result['seed']}) on {result['split']} "
-             f"({result['sentences']} sentences, {result['length_penalty']} length penalty)", "",
-             "| beam | alpha | BLEU | chrF | sentences/s | target tokens/s |", "|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r['beam']} | {r['alpha']:g} | {r['bleu']:.2f} | {r['chrf']:.2f} | {r['sentences_per_s']:,.1f} "
-              f"| {r['target_tokens_per_s']:,.0f} |" for r in result["rows"]]
-    return "\n".join(lines + ["", f"BLEU: `{result['bleu_signature']}`", ""])
-
-
-def plot(result: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display needed
-    import matplotlib.pyplot as plt
-
-    fig, (quality, speed) = plt.subplots(1, 2, figsize=(9, 3.5))
-    for alpha in dict.fromkeys(r["alpha"] for r in result["rows"]):
-        rows = [r for r in result["rows"] if r["alpha"] == alpha]
-        quality.plot([r["beam"] for r in rows], [r["bleu"] for r in rows], marker="o", label=f"alpha {alpha:g}")
-        speed.plot([r["beam"] for r in rows], [r["sentences_per_s"] for r in rows], marker="o",
-                   label=f"alpha {alpha:g}")
-    quality.set(xlabel="beam size", ylabel="BLEU", title=f"{result['model']}: quality")
-    speed.set(xlabel="beam size", ylabel="sentences / s", title="decoding speed")
-    quality.legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    rows = [[str(r["beam"]), f"{r['alpha']:g}", f"{r['bleu']:.2f}", f"{r['chrf']:.2f}", f"{r['sentences_per_s']:,.1f}",
+             f"{r['target_tokens_per_s']:,.0f}"] for r in result["rows"]]
+    sweep = Table(["beam", "alpha", "BLEU", "chrF", "sentences/s", "target tokens/s"], rows, "rrrrrr")
+    return "\n".join([f"# Beam sweep: {result['model']} (seed {result['seed']}) on {result['split']} "
+                      f"({result['sentences']} sentences, {result['length_penalty']} length penalty)", "",
+                      sweep.markdown(), "", f"BLEU: `{result['bleu_signature']}`", ""])

@@ -17,6 +17,7 @@ from pathlib import Path
 from nmtbench.config import CompareConfig, ConfigError
 from nmtbench.evaluation.scoring import SCORES, bleu
 from nmtbench.evaluation.significance import paired_bootstrap
+from nmtbench.evaluation.tables import Table
 from nmtbench.files import write_json, write_text
 from nmtbench.runs import RESULTS, RunPaths
 
@@ -176,55 +177,91 @@ def _common_splits(evals: dict[tuple[str, int], dict], runs: dict[tuple[str, int
 
 def markdown(comparison: dict) -> str:
     """The comparison as Markdown: the main table, BLEU by source length, example translations, signatures."""
-    splits, seeds, baseline, models = (comparison[key] for key in ("splits", "seeds", "baseline", "models"))
-    header = ["Model", "Parameters", "Training time", "Train tokens/s", "Best val loss", "Best val BLEU"]
-    header += [f"{split} {column}" for split in splits for column in ("BLEU", "95% CI", "BLEU lc", "chrF", "TER")]
-    lines = _table_head(header)
-    for name, row in models.items():
-        cells = [f"{name} (baseline)" if name == baseline else name, f"{row['params']:,}",
-                 _duration(row["train_seconds"]["mean"]), f"{row['train_tokens_per_s']['mean']:,.0f}",
-                 _cell(row["best_val_loss"], 3), _cell(row["best_val_bleu"])]
-        for split in splits:
-            scores, test = row[split], row[split]["bootstrap"]
-            cells += [_cell(scores["bleu"]) + ("*" if test["significant"] else ""),
-                      f"[{test['mean'] - test['ci']:.2f}, {test['mean'] + test['ci']:.2f}]",
-                      _cell(scores["bleu_lc"]), _cell(scores["chrf"]), _cell(scores["ter"])]
-        lines.append("| " + " | ".join(cells) + " |")
-
-    several = len(seeds) > 1
-    bootstrap = "`, `".join(comparison["signatures"]["paired_bootstrap"])
-    lines += ["", f"Mean ± sd over {len(seeds)} seeds ({', '.join(map(str, seeds))})." if several else
-              f"One seed ({seeds[0]}).", "",
-              "- BLEU: cased sacreBLEU (13a), the headline; BLEU lc: lowercased; chrF; TER: lower is better.",
-              "- 95% CI: the interval of BLEU over bootstrap resamples of the test set (sacreBLEU's paired bootstrap"
-              + (", averaged over seeds" if several else "") + f": `{bootstrap}`).",
-              f"- *: BLEU differs from the baseline's ({baseline}) with p < {SIGNIFICANCE_LEVEL}"
-              + (" in every seed" if several else "") + "."]
-
+    splits, seeds = comparison["splits"], comparison["seeds"]
+    seeds_line, *notes = comparison_notes(comparison)
+    lines = [main_table(comparison).markdown(), "", seeds_line, "", *(f"- {note}" for note in notes)]
     for split in splits:
-        buckets = comparison["length_buckets"]
-        sizes = {label: models[baseline][split]["length_buckets"][label]["sentences"] for label in buckets}
-        lines += ["", f"## BLEU by source length in words: {split}", ""]
-        lines += _table_head(["Model", *(f"{label} ({sizes[label]})" for label in buckets)])
-        for name, row in models.items():
-            cells = [_cell(row[split]["length_buckets"][label]["bleu"]) for label in buckets]
-            lines.append("| " + " | ".join([name, *cells]) + " |")
+        lines += ["", f"## BLEU by source length in words: {split}", "", length_table(comparison, split).markdown()]
 
     for split, examples in comparison["examples"].items():
-        lines += ["", f"## Example translations: {split}" + (f" (seed {seeds[0]})" if several else "")]
+        lines += ["", f"## Example translations: {split}" + (f" (seed {seeds[0]})" if len(seeds) > 1 else "")]
         for example in examples:
             lines += ["", f"Sentence {example['index']}:", "", f"- source: {example['source']}",
                       f"- reference: {example['reference']}"]
             lines += [f"- {name}: {text}" for name, text in example["outputs"].items()]
 
-    lines += ["", "## sacreBLEU signatures", ""]
-    for key, label in (("bleu", "BLEU"), ("bleu_lc", "BLEU lc"), ("chrf", "chrF"), ("ter", "TER")):
-        lines += [f"- {label}: `{signature}`" for signature in comparison["signatures"][key]]
+    lines += ["", "## sacreBLEU signatures", "", *(f"- {signature}" for signature in signatures(comparison))]
     return "\n".join(lines) + "\n"
 
 
-def _table_head(header: list[str]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|:---|" + "---:|" * (len(header) - 1)]
+# The tables and notes below are shared by comparison.md and the report page (nmtbench.evaluation.report).
+
+def headline_table(comparison: dict) -> Table:
+    """Per model: size, training time, BLEU with its 95% interval and decoding speed on the first test set."""
+    split = comparison["splits"][0]
+    rows = [[_model(name, comparison), f"{row['params']:,}", _duration(row["train_seconds"]["mean"]),
+             *_bleu_cells(row[split]), _cell(row[split]["sentences_per_s"], 1)]
+            for name, row in comparison["models"].items()]
+    return Table(["Model", "Parameters", "Training time", f"{split} BLEU", "95% CI", "Decoding sentences/s"], rows,
+                 "lrrrrr")
+
+
+def main_table(comparison: dict) -> Table:
+    """Per model: cost, validation figures and every score on every test set."""
+    splits = comparison["splits"]
+    header = ["Model", "Parameters", "Training time", "Train tokens/s", "Best val loss", "Best val BLEU"]
+    header += [f"{split} {column}" for split in splits for column in ("BLEU", "95% CI", "BLEU lc", "chrF", "TER")]
+    rows = []
+    for name, row in comparison["models"].items():
+        cells = [_model(name, comparison), f"{row['params']:,}", _duration(row["train_seconds"]["mean"]),
+                 f"{row['train_tokens_per_s']['mean']:,.0f}", _cell(row["best_val_loss"], 3),
+                 _cell(row["best_val_bleu"])]
+        for split in splits:
+            cells += [*_bleu_cells(row[split]), _cell(row[split]["bleu_lc"]), _cell(row[split]["chrf"]),
+                      _cell(row[split]["ter"])]
+        rows.append(cells)
+    return Table(header, rows, "l" + "r" * (len(header) - 1))
+
+
+def comparison_notes(comparison: dict) -> list[str]:
+    """How to read the main table: the seeds it averages, then what each column means (Markdown inline code)."""
+    seeds, baseline = comparison["seeds"], comparison["baseline"]
+    several = len(seeds) > 1
+    bootstrap = "`, `".join(comparison["signatures"]["paired_bootstrap"])
+    return [f"Mean ± sd over {len(seeds)} seeds ({', '.join(map(str, seeds))})." if several else
+            f"One seed ({seeds[0]}).",
+            "BLEU: cased sacreBLEU (13a), the headline; BLEU lc: lowercased; chrF; TER: lower is better.",
+            "95% CI: the interval of BLEU over bootstrap resamples of the test set (sacreBLEU's paired bootstrap"
+            + (", averaged over seeds" if several else "") + f": `{bootstrap}`).",
+            f"*: BLEU differs from the baseline's ({baseline}) with p < {SIGNIFICANCE_LEVEL}"
+            + (" in every seed" if several else "") + "."]
+
+
+def length_table(comparison: dict, split: str) -> Table:
+    """BLEU per source-length bucket of split, per model; a header names its bucket's sentence count."""
+    buckets, models = comparison["length_buckets"], comparison["models"]
+    sizes = {label: models[comparison["baseline"]][split]["length_buckets"][label]["sentences"] for label in buckets}
+    rows = [[name, *(_cell(row[split]["length_buckets"][label]["bleu"]) for label in buckets)]
+            for name, row in models.items()]
+    return Table(["Model", *(f"{label} ({sizes[label]})" for label in buckets)], rows, "l" + "r" * len(buckets))
+
+
+def signatures(comparison: dict) -> list[str]:
+    """Every sacreBLEU signature behind the scores, as "label: `signature`"."""
+    return [f"{label}: `{signature}`"
+            for key, label in (("bleu", "BLEU"), ("bleu_lc", "BLEU lc"), ("chrf", "chrF"), ("ter", "TER"))
+            for signature in comparison["signatures"][key]]
+
+
+def _model(name: str, comparison: dict) -> str:
+    return f"{name} (baseline)" if name == comparison["baseline"] else name
+
+
+def _bleu_cells(scores: dict) -> list[str]:
+    """BLEU, starred when it differs significantly from the baseline's, and its bootstrap 95% interval."""
+    test = scores["bootstrap"]
+    return [_cell(scores["bleu"]) + ("*" if test["significant"] else ""),
+            f"[{test['mean'] - test['ci']:.2f}, {test['mean'] + test['ci']:.2f}]"]
 
 
 def _cell(spread: dict | None, digits: int = 2) -> str:

@@ -1,6 +1,7 @@
 """Stage `report`: results/report.html, one self-contained page (plots embedded as PNG, no external assets).
 
-It reads what the other stages wrote: the comparison table (results/comparison.md and .json) and,
+It reads what the other stages wrote: the comparison (results/comparison.json; its tables are drawn by the
+same code as results/comparison.md, so the page and the Markdown agree) and,
 per run, metrics/<run>/ (train.json, eval.json, attention.json, learning_curve.csv), where a run is
 any folder under metrics/<model>/ holding an eval.json (metrics/<model>/ itself, or one per seed).
 Whatever is not there yet is named on the page, with the stage that writes it, instead of failing.
@@ -10,14 +11,14 @@ from __future__ import annotations
 import base64
 import csv
 import html
-import itertools
 import json
 import math
 import re
 from pathlib import Path
 
-from nmtbench.evaluation import figures
-from nmtbench.evaluation.compare import SIGNIFICANCE_LEVEL, _cell, _duration, _table_head
+from nmtbench import figures
+from nmtbench.evaluation import compare
+from nmtbench.evaluation.tables import Table
 from nmtbench.files import write_text
 from nmtbench.runs import METRICS, RESULTS
 
@@ -70,7 +71,6 @@ class Page:
 def report(model_names: list[str], metrics_dir: Path = METRICS, results_dir: Path = RESULTS) -> Page:
     """Write results/report.html; return the page (its figures and what it lacks)."""
     metrics_dir, results_dir = Path(metrics_dir), Path(results_dir)
-    table = _required(results_dir / "comparison.md")
     comparison = json.loads(_required(results_dir / "comparison.json"))
     page = Page()
     # The answer first: quality against cost, as a table and a plot; the details follow.
@@ -82,8 +82,7 @@ def report(model_names: list[str], metrics_dir: Path = METRICS, results_dir: Pat
         page.add('<p>The claims checked against these results: <a href="claims.md">claims.md</a>.</p>')
     else:
         page.lack("claims", "`results/claims.md` is not written yet; `dvc repro analyze` writes it")
-    page.heading("Comparison")
-    page.add(markdown_html(table))
+    _comparison_section(page, comparison)
     _length_section(page, comparison)
     _curves_section(page, runs)
     _attention_section(page, runs)
@@ -119,18 +118,23 @@ def _headline_section(page: Page, comparison: dict) -> None:
         page.lack("headline table", "`results/comparison.json` lacks sizes, training times or BLEU intervals; "
                                     "the compare stage writes them")
         return
-    split = splits[0]
-    lines = _table_head(["Model", "Parameters", "Training time", f"{split} BLEU", "95% CI", "Decoding sentences/s"])
-    for name, row in models.items():
-        scores, test = row[split], row[split]["bootstrap"]
-        lines.append("| " + " | ".join([
-            f"{name} (baseline)" if name == comparison.get("baseline") else name, f"{row['params']:,}",
-            _duration(row["train_seconds"]["mean"]), _cell(scores["bleu"]) + ("*" if test["significant"] else ""),
-            f"[{test['mean'] - test['ci']:.2f}, {test['mean'] + test['ci']:.2f}]",
-            _cell(scores["sentences_per_s"], 1)]) + " |")
-    page.add(markdown_html("\n".join(lines)))
-    page.add(f"<p>BLEU: cased sacreBLEU, beam search; *: differs from the baseline with p &lt; {SIGNIFICANCE_LEVEL} "
-             "(paired bootstrap); decoding speed: the evaluate stage's, on the machine that ran it. Details below.</p>")
+    page.add(compare.headline_table(comparison).html())
+    page.add("<p>BLEU: cased sacreBLEU, beam search; *: differs from the baseline with "
+             f"p &lt; {compare.SIGNIFICANCE_LEVEL} (paired bootstrap); "
+             "decoding speed: the evaluate stage's, on the machine that ran it. Details below.</p>")
+
+
+def _comparison_section(page: Page, comparison: dict) -> None:
+    """The main table of results/comparison.md with its notes and sacreBLEU signatures."""
+    page.heading("Comparison")
+    try:
+        table, (seeds, *columns) = compare.main_table(comparison), compare.comparison_notes(comparison)
+        used = compare.signatures(comparison)
+    except KeyError as key:  # a comparison.json older than the table
+        page.lack("comparison table", f"`results/comparison.json` has no {key}; the compare stage writes it")
+        return
+    page.add(table.html())
+    page.add(f"<p>{_inline(seeds)}</p>{_list(columns)}<h3>sacreBLEU signatures</h3>{_list(used)}")
 
 
 def _length_section(page: Page, comparison: dict) -> None:
@@ -145,6 +149,8 @@ def _length_section(page: Page, comparison: dict) -> None:
             for name, row in comparison["models"].items()}  # an empty bucket has no BLEU: a gap in the line
     page.figure("length-buckets", figures.length_buckets(buckets, bleu, split),
                 f"BLEU per source-length bucket (words) on {split}, one line per model (mean over seeds)")
+    for test_set in comparison["splits"]:  # the figures of every test set; a header counts its bucket's sentences
+        page.add(f"<h3>{html.escape(test_set)}</h3>{compare.length_table(comparison, test_set).html()}")
 
 
 def _curves_section(page: Page, runs: dict[str, Path]) -> None:
@@ -227,54 +233,15 @@ def _examples_section(page: Page, comparison: dict) -> None:
         return
     for split, rows in examples.items():
         models = list(rows[0]["outputs"])
-        header = "".join(f"<th>{html.escape(cell)}</th>" for cell in [split, "source", "reference", *models])
-        body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in
-                             [example["index"], example["source"], example["reference"],
-                              *(example["outputs"][model] for model in models)]) + "</tr>"
-            for example in rows)
-        page.add(f"<table><tr>{header}</tr>{body}</table>")
+        cells = [[str(example["index"]), example["source"], example["reference"],
+                  *(example["outputs"][model] for model in models)] for example in rows]
+        page.add(Table([split, "source", "reference", *models], cells, "l" * (len(models) + 3)).html())
 
 
-def markdown_html(text: str) -> str:
-    """The Markdown the compare stage writes: pipe tables, bullet lists, headings, paragraphs, `code`, **bold**."""
-    parts = []
-    for kind, group in itertools.groupby(text.splitlines(), _line_kind):
-        lines = list(group)
-        if kind == "table":
-            parts.append(_table_html(lines))
-        elif kind == "list":
-            parts.append("<ul>" + "".join(f"<li>{_inline(line[2:])}</li>" for line in lines) + "</ul>")
-        elif kind == "heading":
-            for line in lines:
-                level = min(len(line) - len(line.lstrip("#")) + 2, 6)  # the page's own headings are h1 and h2
-                parts.append(f"<h{level}>{_inline(line.lstrip('#').strip())}</h{level}>")
-        elif kind == "text":
-            parts.append("<p>" + " ".join(_inline(line) for line in lines) + "</p>")
-    return "\n".join(parts)
-
-
-def _line_kind(line: str) -> str:
-    if line.startswith("|"):
-        return "table"
-    if line.startswith("- "):
-        return "list"
-    if line.startswith("#"):
-        return "heading"
-    return "text" if line.strip() else "blank"
-
-
-def _table_html(lines: list[str]) -> str:
-    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines]
-    header, rules, body = rows[0], rows[1], rows[2:]
-    numeric = [rule.endswith(":") and not rule.startswith(":") for rule in rules]  # right-aligned columns
-    head = "".join(f"<th>{_inline(cell)}</th>" for cell in header)
-    cells = ("".join(f'<td class="number">{_inline(cell)}</td>' if right else f"<td>{_inline(cell)}</td>"
-                     for cell, right in zip(row, numeric)) for row in body)
-    return f"<table><tr>{head}</tr>" + "".join(f"<tr>{row}</tr>" for row in cells) + "</table>"
+def _list(items: list[str]) -> str:
+    return "<ul>" + "".join(f"<li>{_inline(item)}</li>" for item in items) + "</ul>"
 
 
 def _inline(text: str) -> str:
-    text = html.escape(text)
-    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
-    return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", text)
+    """Text with Markdown's `code` spans, as the notes and the messages of this page write them."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))

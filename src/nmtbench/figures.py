@@ -1,7 +1,8 @@
-"""The report's plots, each drawn with matplotlib and returned as PNG bytes, ready to embed in a page.
+"""Every figure of the results, drawn with matplotlib and returned as PNG bytes by one saver, in one style.
 
-Inputs are plain dicts and lists, read from the stage outputs by `report.py`, so every plot can be
-drawn from tiny hand-made figures in a test.
+The report embeds the bytes in its page; the beam_sweep and analyze stages write them to results/.
+Inputs are plain dicts and lists read from the stage outputs, so every plot can be drawn from tiny
+hand-made figures in a test.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ def _pyplot():
 
 
 def _png(fig) -> bytes:
+    """The one way a figure leaves this module: laid out, as PNG at one resolution, and closed."""
     buffer = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buffer, format="png", dpi=90, bbox_inches="tight")  # "tight" keeps a legend beside the axes
@@ -106,4 +108,79 @@ def attention_heatmap(example: dict, label: str) -> bytes:
     axes.set_xticks(range(len(source)), source, rotation=90, fontsize=8)
     axes.set_yticks(range(len(target)), target, fontsize=8)
     axes.set_title(label, fontsize=9)
+    return _png(fig)
+
+
+def beam_sweep(result: dict) -> bytes:
+    """BLEU and decoding speed against beam size, one line per length-penalty alpha."""
+    fig, (quality, speed) = _pyplot().subplots(1, 2, figsize=(9, 3.5))
+    for alpha in dict.fromkeys(r["alpha"] for r in result["rows"]):
+        rows = [r for r in result["rows"] if r["alpha"] == alpha]
+        quality.plot([r["beam"] for r in rows], [r["bleu"] for r in rows], marker="o", label=f"alpha {alpha:g}")
+        speed.plot([r["beam"] for r in rows], [r["sentences_per_s"] for r in rows], marker="o",
+                   label=f"alpha {alpha:g}")
+    quality.set(xlabel="beam size", ylabel="BLEU", title=f"{result['model']}: quality")
+    speed.set(xlabel="beam size", ylabel="sentences / s", title="decoding speed")
+    quality.legend()
+    return _png(fig)
+
+
+# The claims' plots (results/claims/): measured figures against the textbook's predicted scaling.
+
+def _predicted(ax, lengths: list[int], first: float, power: int, label: str) -> None:
+    """A dashed T^power line through the first measured point."""
+    ax.plot(lengths, [first * (n / lengths[0]) ** power for n in lengths], "k--" if power == 1 else "k:",
+            linewidth=1, label=label)
+
+
+def complexity(sweep: dict, width: int) -> bytes:
+    panels = (("forward_flops", "forward FLOPs"), ("activation_bytes", "activation bytes kept for backward"),
+              ("step_seconds", "forward + backward seconds"), ("sequential_steps", "sequential steps"),
+              ("path_length", "path length, first to last position"))
+    fig, axes = _pyplot().subplots(2, 3, figsize=(15, 8))
+    for ax, (key, title) in zip(axes.flat, panels):
+        for name, result in sweep.items():
+            points = [(r["length"], r[key]) for r in result["rows"] if r[key] is not None]
+            if points:
+                ax.plot(*zip(*points), marker="o", markersize=3, label=name)
+        lengths = [r["length"] for r in next(iter(sweep.values()))["rows"]]
+        lowest = min(r[key] for result in sweep.values() for r in result["rows"] if r[key])
+        _predicted(ax, lengths, lowest, 1, "O(T)")
+        _predicted(ax, lengths, lowest, 2, "O(T^2)")
+        ax.axvline(width, color="grey", linewidth=0.5)
+        ax.set(xscale="log", yscale="log", xlabel="T (vertical line: T = d)", title=title)
+    axes.flat[0].legend(fontsize=7)
+    params = axes.flat[-1]
+    for name, result in sweep.items():
+        widths = [int(d) for d in result["layer_params_by_width"]]
+        params.plot(widths, list(result["layer_params_by_width"].values()), marker="o", label=name)
+    first = min(min(r["layer_params_by_width"].values()) for r in sweep.values())
+    _predicted(params, widths, first, 2, "O(d^2)")
+    params.set(xscale="log", yscale="log", xlabel="d", title="parameters against width")
+    return _png(fig)
+
+
+def gradients(probe: dict) -> bytes:
+    fig, (curves, norms) = _pyplot().subplots(1, 2, figsize=(12, 4.5))
+    for (name, runs), color in zip(probe.items(), COLOURS):
+        for run, style in (("init", ":"), ("clipped", "-"), ("unclipped", "--")):
+            curves.plot(runs[run]["curve"], style, color=color, label=f"{name} {run}")
+        for run, style in (("clipped", "-"), ("unclipped", "--")):
+            norms.plot(runs[run]["gradient_norms"], style, color=color, linewidth=0.8, label=f"{name} {run}")
+    curves.set(yscale="log", xlabel="distance t - j", ylabel="|| d loss_t / d x_j ||",
+               title="gradient against distance (Multi30k val)")
+    norms.set(yscale="log", xlabel="training step", ylabel="gradient norm before clipping", title="training")
+    curves.legend(fontsize=6, ncol=2)
+    return _png(fig)
+
+
+def synthetic(results: dict, train_length: int) -> bytes:
+    fig, axes = _pyplot().subplots(1, len(results), figsize=(5 * len(results), 4), squeeze=False)
+    for ax, (task, models) in zip(axes[0], results.items()):
+        for name, result in models.items():
+            lengths = sorted(int(n) for n in result["accuracy"])
+            ax.plot(lengths, [result["accuracy"][n] for n in lengths], marker=".", label=name)
+        ax.axvline(train_length, color="grey", linewidth=0.5)
+        ax.set(xlabel="length (vertical line: longest trained)", ylabel="exact match", title=task, ylim=(-0.05, 1.05))
+    axes[0][0].legend(fontsize=7)
     return _png(fig)

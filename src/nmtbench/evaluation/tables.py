@@ -1,0 +1,41 @@
+"""One table, two renderings: Markdown for the results/*.md files, HTML for the report page.
+
+Every table of the results goes through here, so the Markdown and the page cannot disagree on a figure.
+Cells are text the caller has formatted already.
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+# One letter per column. "r" for figures: right-aligned, so digits line up. "-" leaves the alignment
+# to the reader (Markdown's plain ---).
+RULES = {"l": ":---", "r": "---:", "-": "---"}
+
+
+@dataclass(frozen=True)
+class Table:
+    header: list[str]
+    rows: list[list[str]]
+    align: str  # one letter of RULES per column
+
+    def __post_init__(self):  # a short row would shift its cells under the wrong header, silently
+        if {len(self.align), *map(len, self.rows)} != {len(self.header)} or not set(self.align) <= set(RULES):
+            raise ValueError(f"a table of {len(self.header)} columns needs one alignment ({', '.join(RULES)}) and one "
+                             f"cell per column in every row; got {self.align!r} and rows of "
+                             f"{sorted({len(row) for row in self.rows})} cells")
+
+    def markdown(self) -> str:
+        """A pipe table. Cells stay Markdown (`code`, **bold**, links); a | is escaped, as it would end the cell."""
+        rows = (self.header, *self.rows)
+        lines = ["| " + " | ".join(cell.replace("|", r"\|") for cell in row) + " |" for row in rows]
+        lines.insert(1, "|" + "|".join(RULES[letter] for letter in self.align) + "|")
+        return "\n".join(lines)
+
+    def html(self) -> str:
+        """A <table>; cells are plain text, escaped. Right-aligned columns get class "number" (the page's style)."""
+        head = "".join(f"<th>{html.escape(cell)}</th>" for cell in self.header)
+        opening = ['<td class="number">' if letter == "r" else "<td>" for letter in self.align]
+        body = "".join("<tr>" + "".join(f"{tag}{html.escape(cell)}</td>" for tag, cell in zip(opening, row)) + "</tr>"
+                       for row in self.rows)
+        return f"<table><tr>{head}</tr>{body}</table>"
