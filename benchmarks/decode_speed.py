@@ -12,7 +12,6 @@ Speed depends on output lengths, so compare models of similar quality (the BLEU 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import time
 from pathlib import Path
 
@@ -68,7 +67,7 @@ def main() -> None:
           f"{'BLEU':>6s} {'steps':>6s} {'beam rows':>10s}")
     for model_dir in model_dirs:
         for beam in args.beams:
-            translator = Translator.from_model_dir(model_dir, dataclasses.replace(decode, beam=beam))
+            translator = Translator.from_model_dir(model_dir, decode.model_copy(update={"beam": beam}))
             translator.translate_ids(sources[:64])  # warm-up: allocator, kernels
             work = WorkCounter(translator.model)
             started = time.perf_counter()

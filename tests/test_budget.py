@@ -77,9 +77,9 @@ def test_without_a_limit_the_ranks_are_summed_once_at_the_end():
 
 def test_budget_limits_map_each_kind():
     model = make_tiny_model("cnn")
-    max_time, counter = budget_limits(BudgetConfig("time", 90), model)
+    max_time, counter = budget_limits(BudgetConfig(kind="time", value=90), model)
     assert max_time == timedelta(seconds=90) and counter.limit is None
-    max_time, counter = budget_limits(BudgetConfig("flops", 2e9), model)
+    max_time, counter = budget_limits(BudgetConfig(kind="flops", value=2e9), model)
     assert max_time is None and counter.limit == 2e9
     max_time, counter = budget_limits(BudgetConfig(), model)
     assert max_time is None and counter.limit is None and counter.cost(1, 2, 2) == counter.cost.grid[2, 2]

@@ -2,7 +2,6 @@
 
 Also marked gpu elsewhere: the resume-after-kill test of test_train_evaluate.py, on accelerator gpu.
 """
-import dataclasses
 import json
 import subprocess
 import sys
@@ -46,7 +45,7 @@ def project(tmp_path, monkeypatch, make_data_mirror):
 
 
 def on(params, **train):
-    return dataclasses.replace(params, train=dataclasses.replace(params.train, **train))
+    return params.model_copy(update={"train": params.train.model_copy(update=train)})
 
 
 @pytest.mark.parametrize("name", FAMILIES)
@@ -71,7 +70,7 @@ def test_a_checkpoint_evaluates_on_the_other_device(project):
     for trained_on in ("cpu", "gpu"):
         train(on(project, accelerator=trained_on), "tiny")
         for device in ("cuda", "cpu"):
-            params = dataclasses.replace(project, evaluate=dataclasses.replace(project.evaluate, device=device))
+            params = project.model_copy(update={"evaluate": project.evaluate.model_copy(update={"device": device})})
             metrics = evaluate(params, "tiny")
             hashes[trained_on, device] = [split["hypotheses_sha256"] for split in metrics.values()]
     assert hashes["cpu", "cuda"] == hashes["cpu", "cpu"] and hashes["gpu", "cuda"] == hashes["gpu", "cpu"]
@@ -106,7 +105,7 @@ def test_training_steps_never_wait_for_the_gpu(project, precision):
     cfg = project.train
     vocab = read_vocab(Path("data/tokenized"))
     module = TranslationModule("tiny", FAMILIES["tiny"], vocab["size"], PAD, vocab["sha256"],
-                               dataclasses.asdict(cfg), 42)
+                               cfg.model_dump(), 42)
     guard = NoSyncInSteps()
     trainer = L.Trainer(accelerator="gpu", devices=1, precision=precision, max_steps=6, limit_val_batches=0,
                         gradient_clip_val=cfg.gradient_clip_val, callbacks=[guard], logger=False,

@@ -1,6 +1,5 @@
 """The train, evaluate, beam-sweep and translate commands on a tiny dataset, in a scratch project folder."""
 import csv
-import dataclasses
 import hashlib
 import json
 import math
@@ -73,10 +72,11 @@ def test_val_bleu_drives_early_stopping_and_the_best_checkpoint(project, make_da
     mirror, checksums = make_data_mirror(files, name="memorise")
     prepare(DataConfig(max_length=8), mirror, checksums=checksums)
     tokenize(TokenizeConfig(vocab_size=305))
-    cfg = dataclasses.replace(project.train, max_epochs=200, lr=0.01, schedule="constant", val_bleu_sentences=None,
-                              early_stopping_metric="bleu", early_stopping_patience=15)
+    cfg = project.train.model_copy(update={"max_epochs": 200, "lr": 0.01, "schedule": "constant",
+                                           "val_bleu_sentences": None, "early_stopping_metric": "bleu",
+                                           "early_stopping_patience": 15})
     model = {"family": "transformer", "d_model": 64, "heads": 2, "layers": 1, "d_ff": 128, "dropout": 0.0}
-    metrics = train(dataclasses.replace(project, train=cfg, models={"tiny": model}), "tiny")
+    metrics = train(project.model_copy(update={"train": cfg, "models": {"tiny": model}}), "tiny")
 
     columns, rows = read_curve()
     assert columns == CURVE_COLUMNS
@@ -102,13 +102,13 @@ def test_val_bleu_drives_early_stopping_and_the_best_checkpoint(project, make_da
 
 
 def test_bf16_mixed_precision_trains_on_cpu_and_val_bleu_can_be_off(project):
-    cfg = dataclasses.replace(project.train, precision="bf16-mixed", val_bleu_sentences=0)
+    cfg = project.train.model_copy(update={"precision": "bf16-mixed", "val_bleu_sentences": 0})
     linear_outputs = set()  # proof that autocast ran the matrix products in bf16
     hook = torch.nn.modules.module.register_module_forward_hook(
         lambda module, inputs, output: (linear_outputs.add(output.dtype) if isinstance(module, torch.nn.Linear)
                                         else None))
     try:
-        metrics = train(dataclasses.replace(project, train=cfg), "tiny")
+        metrics = train(project.model_copy(update={"train": cfg}), "tiny")
     finally:
         hook.remove()
     assert torch.bfloat16 in linear_outputs
@@ -148,7 +148,7 @@ def test_evaluate_keeps_one_attention_map_and_logs_every_translation(project):
     assert len(weights) == len(attention["target_pieces"]) >= 1
     for row in weights:  # a Transformer's cross-attention: a distribution over the source pieces
         assert len(row) == len(attention["source_pieces"]) and sum(row) == pytest.approx(1, abs=1e-3)
-    late = dataclasses.replace(project, report=ReportConfig(attention_sentence=2))
+    late = project.model_copy(update={"report": ReportConfig(attention_sentence=2)})
     outputs = [*Path("metrics/tiny/seed42").iterdir(), *Path("results/tiny/seed42").iterdir()]
     before = {path: path.read_bytes() for path in outputs}
     with pytest.raises(ConfigError, match="report.attention_sentence: 2 is beyond the 2 sentences of test_2016_flickr"):
@@ -388,7 +388,7 @@ def test_tokens_and_time_are_counted_over_stretches_without_reading_the_device_p
 def test_compiled_training_matches_eager_training_and_keeps_the_checkpoint_keys(project):
     eager = train(project, "tiny")
     eager_state, _ = checkpoint_state("models/tiny/seed42/best.ckpt")
-    compiled = train(dataclasses.replace(project, train=dataclasses.replace(project.train, compile=True)), "tiny",
+    compiled = train(project.model_copy(update={"train": project.train.model_copy(update={"compile": True})}), "tiny",
                      root=Path("compiled"))
     compiled_state, _ = checkpoint_state("compiled/models/tiny/seed42/best.ckpt")
     assert compiled_state.keys() == eager_state.keys()  # evaluate and load_model read it as before

@@ -80,7 +80,6 @@ def _dashboard(args):
 
 
 def _translate(args):
-    import dataclasses
 
     from tqdm import tqdm
 
@@ -94,7 +93,7 @@ def _translate(args):
                                                ("batch_tokens", args.batch_tokens), ("device", args.device))
                  if value is not None}
     defaults = load_params(args.params).evaluate if Path(args.params).is_file() else DecodeConfig()
-    cfg = dataclasses.replace(defaults, **overrides)
+    cfg = defaults.model_copy(update=overrides)
     if args.nbest > cfg.beam:
         raise ConfigError(f"--nbest: {args.nbest} is more than the beam size {cfg.beam}; raise --beam to at least "
                           f"{args.nbest}")

@@ -1,119 +1,181 @@
-"""Typed views of params.yaml, validated with one-line errors that name the key and the fix."""
+"""Typed views of params.yaml, validated with one-line errors that name the key and the fix.
+
+Each params block is a pydantic model: its annotations and Field constraints (gt, ge, Literal choices) are the
+checks, and `refusal` words pydantic's first error as the project's line, `<key>: <what is wrong>; <the fix>`.
+Where a generic line would not say enough, a Field's description is the line (formatted with the value given).
+Checks that read several keys at once are the model validators of their block and raise ConfigError themselves.
+"""
 from __future__ import annotations
 
-import dataclasses
-import typing
-from dataclasses import dataclass, field
+import types
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
 
 import yaml
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from nmtbench.data.sources import MULTI30K_LANGUAGES, MULTI30K_SPLITS, file_name, load_checksums
-
-SOURCE_KINDS = ("multi30k", "files", "hub")
 
 
 class ConfigError(ValueError):
     """A bad value in params.yaml; the message names the key and what would be valid."""
 
 
-def choice(where: str, value: Any, valid: typing.Iterable[Any]) -> Any:
-    """Return value if it is one of valid, else raise naming every valid choice."""
+def choice(where: str, value: Any, valid) -> Any:
+    """Return value if it is one of valid, else raise naming every valid choice (for choices known only at run
+    time, such as the models params.yaml defines)."""
     valid = tuple(valid)
     if value not in valid:
         raise ConfigError(f"{where}: {value!r} is not valid; choose one of {', '.join(map(str, valid))}")
     return value
 
 
-def positive(where: str, value: float, allow_zero: bool = False) -> float:
-    if value < 0 or (value == 0 and not allow_zero):
-        raise ConfigError(f"{where}: must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
-    return value
+def holds(check) -> AfterValidator:
+    """A check across a value's items (distinct, increasing); its field's description words the refusal."""
+    def validate(value):
+        if not check(value):
+            raise ValueError(check.__name__)
+        return value
+    return AfterValidator(validate)
 
 
-def from_dict(cls: type, values: dict | None, where: str):
-    """Build dataclass cls from a params block, refusing unknown keys and wrongly typed values."""
-    if values is not None and not isinstance(values, dict):
-        raise ConfigError(f"{where}: expected a block of `key: value` lines, got {values!r}; "
-                          f"indent its keys under `{where.rsplit('.', 1)[-1]}:`")
-    values = dict(values or {})
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - set(fields))
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; valid keys are {', '.join(fields)}")
-    hints = typing.get_type_hints(cls)
-    for name, value in values.items():
-        expected = hints[name]
-        allowed = typing.get_args(expected) or (expected,)
-        allowed = tuple(typing.get_origin(a) or a for a in allowed)
-        if float in allowed and isinstance(value, int) and not isinstance(value, bool):
-            values[name] = value = float(value)
-        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
-            names = " or ".join("null" if a is type(None) else a.__name__ for a in allowed)
-            raise ConfigError(f"{where}.{name}: expected {names}, got {value!r}")
-    return cls(**values)
+def distinct(values: list) -> bool:
+    return len(set(values)) == len(values)
 
 
-@dataclass
-class SourceConfig:
+class Block(BaseModel):
+    """One block of params.yaml. Unknown keys are refused, and nothing is converted but int to float: YAML reads
+    2.0e15 as text, which must not become a number unseen."""
+    model_config = ConfigDict(extra="forbid", strict=True)
+    where: ClassVar[str] = ""  # the block's key in params.yaml, which every error names
+
+    def __init__(self, where: str | None = None, /, **values):
+        """Validate values; where overrides the class's key for blocks named at run time (models.<name>). pydantic
+        calls this for a nested block too, so its errors arrive here already worded."""
+        try:
+            super().__init__(**values)
+        except ValidationError as error:
+            raise ConfigError(refusal(error, type(self), values, self.where if where is None else where)) from None
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _empty_block(cls, value, info):
+        """`train:` with nothing under it is YAML's null: an empty block, so the block's defaults."""
+        annotation = cls.model_fields[info.field_name].annotation
+        return {} if value is None and (annotation is dict or block_of(annotation)) else value
+
+
+def block_of(annotation) -> type[Block] | None:
+    """The Block a field holds (SourceConfig, or AnalyzeConfig of `AnalyzeConfig | None`), if any."""
+    return next((kind for kind in (annotation, *get_args(annotation))
+                 if isinstance(kind, type) and issubclass(kind, Block)), None)
+
+
+def refusal(error: ValidationError, cls: type[Block], values: dict, where: str) -> str:
+    """pydantic's first error as one line: the dotted key, what is wrong, and what would be valid."""
+    first = error.errors()[0]
+    kind, given, name = first["type"], first["input"], str(first["loc"][0]) if first["loc"] else ""
+    if kind == "value_error" and isinstance(first["ctx"]["error"], ConfigError):
+        return str(first["ctx"]["error"])  # a validator's own line, or a nested block's error
+    if kind == "extra_forbidden":
+        noun = "key" if where else "block"  # the top level of params.yaml holds blocks
+        unknown = sorted(str(e["loc"][0]) for e in error.errors() if e["type"] == kind)
+        return (f"{where or 'params'}: unknown {noun}(s) {', '.join(unknown)}; "
+                f"valid {noun}s are {', '.join(cls.model_fields)}")
+    field, key, value = cls.model_fields[name], f"{where}.{name}" if where else name, values.get(name)
+    wrong_type = kind.endswith("_type") and kind != "model_type" and len(first["loc"]) == 1
+    # a description words every error of its key but a wrong type, which the annotation words; params.yaml's own
+    # seeds and models are described whole
+    if field.description and not (wrong_type and where):
+        return f"{key}: {field.description.format(value=value)}"
+    if kind == "model_type":
+        return f"{key}: expected a block of `key: value` lines, got {given!r}; indent its keys under `{name}:`"
+    if kind == "literal_error":
+        return f"{key}: {given!r} is not valid; choose one of {', '.join(map(str, literal_values(field.annotation)))}"
+    if wrong_type:
+        return f"{key}: expected {type_names(field.annotation)}, got {value!r}"
+    bounds = {op: getattr(m, op) for m in field.metadata for op in ("gt", "ge", "lt", "le") if hasattr(m, op)}
+    if not bounds:
+        return f"{key}: {first['msg']}"  # no field here words it otherwise; pydantic's own words
+    given = float(given) if float in (field.annotation, *get_args(field.annotation)) else given  # 1 reads as 1.0
+    if len(bounds) == 2:  # an interval such as (0, 1]
+        low = f"({bounds['gt']}" if "gt" in bounds else f"[{bounds['ge']}"
+        high = f"{bounds['lt']})" if "lt" in bounds else f"{bounds['le']}]"
+        return f"{key}: must be in {low}, {high}, got {given!r}"
+    ((op, bound),) = bounds.items()
+    return f"{key}: must be {'>' if op == 'gt' else '>='} {bound}, got {given!r}"
+
+
+def literal_values(annotation) -> tuple:
+    if get_origin(annotation) is Literal:
+        return get_args(annotation)
+    return next((found for arg in get_args(annotation) if (found := literal_values(arg))), ())
+
+
+def type_names(annotation) -> str:
+    """float | None -> `float or null`, list[int] -> `list`."""
+    kinds = get_args(annotation) if get_origin(annotation) in (Union, types.UnionType) else (annotation,)
+    return " or ".join("null" if kind is type(None) else (get_origin(kind) or kind).__name__ for kind in kinds)
+
+
+def from_dict(cls: type[Block], values: dict | None, where: str):
+    """Build cls from a params block whose key is known only at run time (models.<name>)."""
+    return cls(where, **(values or {}))
+
+
+class SourceConfig(Block):
     """Where the parallel text comes from: Multi30k (checksummed), a folder of files, or a Hugging Face dataset."""
-    kind: str = "multi30k"
+    where: ClassVar[str] = "data.source"
+    kind: Literal["multi30k", "files", "hub"] = "multi30k"
     path: str | None = None  # files: the corpus folder; every kind: what the DVC prepare stage depends on
     name: str | None = None  # hub: the dataset id, or a local folder load_dataset reads
     config: str | None = None  # hub: the dataset's configuration, e.g. de-en
     revision: str | None = None  # hub: a branch, tag or commit of the dataset repository
-    splits: dict = field(default_factory=dict)  # hub: our split name -> the dataset's; unnamed ones map to themselves
+    splits: dict = {}  # hub: our split name -> the dataset's; unnamed ones map to themselves
 
-    def __post_init__(self):
-        choice("data.source.kind", self.kind, SOURCE_KINDS)
+    @model_validator(mode="after")
+    def _kind_has_what_it_reads(self):
         if self.kind == "files" and not self.path:
             raise ConfigError("data.source.path: kind files needs the corpus folder, e.g. path: /data/my-corpus")
         if self.kind == "hub" and not self.name:
             raise ConfigError("data.source.name: kind hub needs a dataset id, e.g. name: wmt/wmt14")
-        for ours, theirs in self.splits.items():
+        for ours, theirs in self.splits.items():  # checked here, not by dict[str, str], to name the bad pair
             if not (isinstance(ours, str) and isinstance(theirs, str)):
                 raise ConfigError(f"data.source.splits: expected our split name -> the dataset's split name, "
                                   f"got {ours!r}: {theirs!r}")
+        return self
 
     def dataset_split(self, split: str) -> str:
         return self.splits.get(split, split)
 
 
-@dataclass
-class DataConfig:
-    src_lang: str = "en"
-    tgt_lang: str = "de"
-    eval_splits: list = field(default_factory=lambda: list(MULTI30K_SPLITS[2:]))
-    source: SourceConfig | dict = field(default_factory=SourceConfig)
-    max_train_pairs: int | None = None
-    max_eval_pairs: int | None = None
-    max_length: int = 80
-    max_length_ratio: float = 3.0
-    num_proc: int | None = None  # processes filtering a large split; None: one per CPU core
+LANGUAGE = "expected a language code as the source names it, e.g. en"
+EvalSplits = Annotated[list[str], holds(lambda splits: distinct(splits) and all(splits) and "train" not in splits)]
 
-    def __post_init__(self):
-        if isinstance(self.source, dict):
-            self.source = from_dict(SourceConfig, self.source, "data.source")
+
+class DataConfig(Block):
+    where: ClassVar[str] = "data"
+    src_lang: str = Field("en", min_length=1, description=LANGUAGE)
+    tgt_lang: str = Field("de", min_length=1, description=LANGUAGE)
+    eval_splits: EvalSplits = Field(list(MULTI30K_SPLITS[2:]), description="expected distinct split names "
+                                    "other than train, e.g. [test], got {value!r}")
+    source: SourceConfig = Field(default_factory=SourceConfig)
+    max_train_pairs: int | None = Field(None, gt=0)
+    max_eval_pairs: int | None = Field(None, gt=0)
+    max_length: int = Field(80, gt=0)
+    max_length_ratio: float = Field(3.0, gt=0)
+    num_proc: int | None = Field(None, gt=0)  # processes filtering a large split; None: one per CPU core
+
+    @model_validator(mode="after")
+    def _languages_and_test_sets(self):
         if self.source.kind == "multi30k":
             self._check_multi30k()
-        for key in ("src_lang", "tgt_lang"):
-            if not isinstance(getattr(self, key), str) or not getattr(self, key):
-                raise ConfigError(f"data.{key}: expected a language code as the source names it, e.g. en")
         if self.src_lang == self.tgt_lang:
             raise ConfigError(f"data.tgt_lang: {self.tgt_lang!r} is also data.src_lang; choose another language")
-        if not self.eval_splits:
+        if not self.eval_splits:  # its own line rather than the field's: the fix names a test set
             raise ConfigError("data.eval_splits: empty; list at least one test set to evaluate, "
                               "e.g. [test_2016_flickr]")
-        if (len(set(self.eval_splits)) != len(self.eval_splits)
-                or not all(isinstance(s, str) and s and s != "train" for s in self.eval_splits)):
-            raise ConfigError(f"data.eval_splits: expected distinct split names other than train, e.g. [test], "
-                              f"got {self.eval_splits!r}")
-        positive("data.max_length", self.max_length)
-        positive("data.max_length_ratio", self.max_length_ratio)
-        for key in ("max_train_pairs", "max_eval_pairs", "num_proc"):
-            if getattr(self, key) is not None:
-                positive(f"data.{key}", getattr(self, key))
+        return self
 
     def _check_multi30k(self):
         choice("data.src_lang", self.src_lang, MULTI30K_LANGUAGES)
@@ -137,125 +199,83 @@ class DataConfig:
         return list(dict.fromkeys(["train", "val", *self.eval_splits]))
 
 
-@dataclass
-class TokenizeConfig:
-    model_type: str = "bpe"
-    vocab_size: int = 8000
-    character_coverage: float = 1.0
-    sample_sentences: int = 2_000_000
-
-    def __post_init__(self):
-        choice("tokenize.model_type", self.model_type, ("bpe", "unigram"))
-        positive("tokenize.sample_sentences", self.sample_sentences)
-        if self.vocab_size < 8:
-            raise ConfigError(f"tokenize.vocab_size: must be at least 8, got {self.vocab_size}")
-        if not 0 < self.character_coverage <= 1:
-            raise ConfigError(f"tokenize.character_coverage: must be in (0, 1], got {self.character_coverage}")
+class TokenizeConfig(Block):
+    where: ClassVar[str] = "tokenize"
+    model_type: Literal["bpe", "unigram"] = "bpe"
+    vocab_size: int = Field(8000, ge=8, description="must be at least 8, got {value!r}")
+    character_coverage: float = Field(1.0, gt=0, le=1)
+    sample_sentences: int = Field(2_000_000, gt=0)
 
 
-@dataclass
-class BudgetConfig:
+class BudgetConfig(Block):
     """The cost at which training stops, the same for every model: none, wall-clock seconds or training FLOPs."""
-    kind: str = "none"
-    value: float | None = None
+    where: ClassVar[str] = "train.budget"
+    kind: Literal["none", "time", "flops"] = "none"
+    value: float | None = Field(None, gt=0)
 
-    def __post_init__(self):
-        choice("train.budget.kind", self.kind, ("none", "time", "flops"))
+    @model_validator(mode="after")
+    def _kind_has_a_value(self):
         if self.kind != "none" and self.value is None:
             raise ConfigError(f"train.budget.value: budget kind {self.kind} needs a value (seconds for time, "
                               "FLOPs for flops, e.g. 2.0e+15)")
-        if self.value is not None:
-            positive("train.budget.value", self.value)
+        return self
 
 
-@dataclass
-class TrainConfig:
-    batch_tokens: int = 4096
-    max_epochs: int = 30
-    max_steps: int = -1
-    budget: BudgetConfig | dict = field(default_factory=BudgetConfig)
-    lr: float = 7e-4
-    warmup_steps: int = 400
-    label_smoothing: float = 0.1
-    gradient_clip_val: float = 1.0
+class TrainConfig(Block):
+    where: ClassVar[str] = "train"
+    batch_tokens: int = Field(4096, gt=0)
+    max_epochs: int = Field(30, gt=0)
+    max_steps: Literal[-1] | Annotated[int, Field(gt=0)] = Field(
+        -1, description="must be > 0, or -1 for no step limit; got {value!r}")
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    lr: float = Field(7e-4, gt=0)
+    warmup_steps: int = Field(400, ge=0)
+    label_smoothing: float = Field(0.1, ge=0, lt=1)
+    gradient_clip_val: float = Field(1.0, ge=0)
     val_check_interval: float = 1.0
-    schedule: str = "inverse_sqrt"
-    early_stopping_patience: int = 0
-    early_stopping_metric: str = "loss"
-    val_bleu_sentences: int | None = 0
-    accumulate_grad_batches: int = 1
-    accelerator: str = "cpu"
-    devices: int = 1
-    num_nodes: int = 1
-    strategy: str = "auto"
-    precision: str = "32-true"
+    schedule: Literal["inverse_sqrt", "cosine", "plateau", "constant"] = "inverse_sqrt"
+    early_stopping_patience: int = Field(0, ge=0)
+    early_stopping_metric: Literal["loss", "bleu"] = "loss"
+    val_bleu_sentences: int | None = Field(0, ge=0)
+    accumulate_grad_batches: int = Field(1, gt=0)
+    accelerator: Literal["auto", "cpu", "gpu"] = "cpu"
+    devices: int = Field(1, gt=0)
+    num_nodes: int = Field(1, gt=0)
+    strategy: Literal["auto", "ddp"] = "auto"
+    precision: Literal["32-true", "bf16-mixed", "16-mixed"] = "32-true"
     deterministic: bool = False
-    num_threads: int = 0
-    num_workers: int = 0
+    num_threads: int = Field(0, ge=0)
+    num_workers: int = Field(0, ge=0)
     compile: bool = False
-    checkpoint_every_steps: int = 0
-    average_last: int = 0
+    checkpoint_every_steps: int = Field(0, ge=0)
+    average_last: int = Field(0, ge=0)
 
-    def __post_init__(self):
-        if isinstance(self.budget, dict):
-            self.budget = from_dict(BudgetConfig, self.budget, "train.budget")
-        positive("train.checkpoint_every_steps", self.checkpoint_every_steps, allow_zero=True)
-        positive("train.average_last", self.average_last, allow_zero=True)
-        positive("train.batch_tokens", self.batch_tokens)
-        positive("train.max_epochs", self.max_epochs)
-        if self.max_steps != -1 and self.max_steps <= 0:
-            raise ConfigError(f"train.max_steps: must be > 0, or -1 for no step limit; got {self.max_steps}")
-        positive("train.lr", self.lr)
-        positive("train.warmup_steps", self.warmup_steps, allow_zero=True)
-        positive("train.gradient_clip_val", self.gradient_clip_val, allow_zero=True)
-        positive("train.num_threads", self.num_threads, allow_zero=True)
-        positive("train.num_workers", self.num_workers, allow_zero=True)
-        if not 0 <= self.label_smoothing < 1:
-            raise ConfigError(f"train.label_smoothing: must be in [0, 1), got {self.label_smoothing}")
-        choice("train.schedule", self.schedule, ("inverse_sqrt", "cosine", "plateau", "constant"))
-        positive("train.early_stopping_patience", self.early_stopping_patience, allow_zero=True)
-        choice("train.early_stopping_metric", self.early_stopping_metric, ("loss", "bleu"))
-        if self.val_bleu_sentences is not None:
-            positive("train.val_bleu_sentences", self.val_bleu_sentences, allow_zero=True)
+    @model_validator(mode="after")
+    def _bleu_stopping_has_bleu(self):
         if self.early_stopping_metric == "bleu" and self.val_bleu_sentences == 0:
             raise ConfigError("train.early_stopping_metric: bleu needs validation BLEU; set train.val_bleu_sentences "
                               "above 0 (or null for the whole val split)")
-        positive("train.accumulate_grad_batches", self.accumulate_grad_batches)
-        positive("train.devices", self.devices)
-        positive("train.num_nodes", self.num_nodes)
-        choice("train.accelerator", self.accelerator, ("auto", "cpu", "gpu"))
-        choice("train.strategy", self.strategy, ("auto", "ddp"))
-        choice("train.precision", self.precision, ("32-true", "bf16-mixed", "16-mixed"))
+        return self
 
 
-@dataclass
-class DecodeConfig:
-    beam: int = 5
-    alpha: float = 1.0
-    length_penalty: str = "gnmt"
-    min_len: int = 0
-    no_repeat_ngram: int = 0
-    batch_size: int = 64
-    max_len_a: float = 1.5
-    max_len_b: int = 10
-    batch_tokens: int | None = None  # None: batches bounded by batch_size alone
-    device: str = "auto"
-    precision: str | int = "32"  # 32, or bf16 autocast
+class DecodeConfig(Block):
+    where: ClassVar[str] = "evaluate"
+    beam: int = Field(5, gt=0)
+    alpha: float = Field(1.0, ge=0)
+    length_penalty: Literal["none", "normalize", "gnmt"] = "gnmt"
+    min_len: int = Field(0, ge=0)
+    no_repeat_ngram: int = Field(0, ge=0)
+    batch_size: int = Field(64, gt=0)
+    max_len_a: float = Field(1.5, ge=0)
+    max_len_b: int = Field(10, ge=0)
+    batch_tokens: int | None = Field(None, gt=0)  # None: batches bounded by batch_size alone
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    precision: Literal["32", "bf16"] = "32"  # 32, or bf16 autocast
 
-    def __post_init__(self):
-        positive("evaluate.beam", self.beam)
-        positive("evaluate.alpha", self.alpha, allow_zero=True)
-        choice("evaluate.length_penalty", self.length_penalty, ("none", "normalize", "gnmt"))
-        positive("evaluate.min_len", self.min_len, allow_zero=True)
-        positive("evaluate.no_repeat_ngram", self.no_repeat_ngram, allow_zero=True)
-        positive("evaluate.batch_size", self.batch_size)
-        positive("evaluate.max_len_a", self.max_len_a, allow_zero=True)
-        positive("evaluate.max_len_b", self.max_len_b, allow_zero=True)
-        if self.batch_tokens is not None:
-            positive("evaluate.batch_tokens", self.batch_tokens)
-        choice("evaluate.device", self.device, ("auto", "cpu", "cuda"))
-        choice("evaluate.precision", str(self.precision), ("32", "bf16"))
-        self.precision = str(self.precision)  # YAML reads 32 as a number
+    @field_validator("precision", mode="before")
+    @classmethod
+    def _as_text(cls, value):
+        return str(value)  # YAML reads 32 as a number
 
 
 def resolve_device(setting: str, key: str):
@@ -270,22 +290,20 @@ def resolve_device(setting: str, key: str):
     return torch.device(setting)
 
 
-@dataclass
-class BeamSweepConfig:
+PositiveInts = list[Annotated[int, Field(gt=0)]]
+
+
+class BeamSweepConfig(Block):
+    where: ClassVar[str] = "beam_sweep"
     model: str | None = None  # a name from models; the stage refuses to run without one
     seed: int = 42  # which of the model's runs (one of seeds)
     split: str | None = None  # None: the first of data.eval_splits
-    beams: list = field(default_factory=lambda: [1, 2, 4, 8, 12])
-    alphas: list = field(default_factory=lambda: [0.0, 1.0])
-    max_sentences: int | None = None
-
-    def __post_init__(self):
-        if not self.beams or not all(isinstance(b, int) and b > 0 for b in self.beams):
-            raise ConfigError(f"beam_sweep.beams: expected a list of positive integers, got {self.beams!r}")
-        if not self.alphas or not all(isinstance(a, (int, float)) and a >= 0 for a in self.alphas):
-            raise ConfigError(f"beam_sweep.alphas: expected a list of numbers >= 0, got {self.alphas!r}")
-        if self.max_sentences is not None:
-            positive("beam_sweep.max_sentences", self.max_sentences)
+    beams: PositiveInts = Field([1, 2, 4, 8, 12], min_length=1,
+                                description="expected a list of positive integers, got {value!r}")
+    # int | float: an alpha written 0 stays 0 in the sweep's results, as it was written
+    alphas: list[Annotated[int | float, Field(ge=0)]] = Field(
+        [0.0, 1.0], min_length=1, description="expected a list of numbers >= 0, got {value!r}")
+    max_sentences: int | None = Field(None, gt=0)
 
 
 # what each claim compares: analyze.roles maps every role to one of analyze.models
@@ -293,49 +311,40 @@ ANALYZE_ROLES = ("rnn", "gru", "lstm", "transformer", "cnn", "bottleneck", "atte
                  "decoder_only", "encoder_decoder")
 
 
-@dataclass
-class AnalyzeConfig:
-    device: str = "cpu"
+class AnalyzeConfig(Block):
+    where: ClassVar[str] = "analyze"
+    device: Literal["cpu", "cuda"] = "cpu"
     seed: int = 0
-    width: int = 64
-    param_widths: list = field(default_factory=lambda: [32, 64, 128])
-    lengths: list = field(default_factory=lambda: [8, 16, 32, 64, 128, 256, 512, 1024])
-    batch_size: int = 4
-    vocab_size: int = 20
-    repeats: int = 3
-    models: dict = field(default_factory=dict)  # name -> model block; sizes may be written d, 2d, 4d, ...
-    gradient_models: list = field(default_factory=list)
-    probe_length: int = 32
-    probe_rows: int = 8
-    probe_steps: int = 100
-    batch_tokens: int = 512
-    lr: float = 0.003
-    warmup_steps: int = 50
-    clip: float = 1.0
-    roles: dict = field(default_factory=dict)  # role of a claim (e.g. attention) -> a model of analyze.models
-    span_threshold: float = 0.01
-    synthetic_models: list = field(default_factory=list)
-    tasks: list = field(default_factory=lambda: ["copy", "reverse", "agreement"])
-    train_length: int = 10
-    min_length: int = 5
-    synthetic_steps: int = 300
-    synthetic_batch: int = 32
-    test_examples: int = 20
+    width: int = Field(64, gt=0)
+    param_widths: PositiveInts = Field([32, 64, 128], min_length=2,
+                                       description="expected at least two positive integers, got {value!r}")
+    lengths: PositiveInts = Field([8, 16, 32, 64, 128, 256, 512, 1024], min_length=2,
+                                  description="expected at least two positive integers, got {value!r}")
+    batch_size: int = Field(4, gt=0)
+    vocab_size: int = Field(20, ge=8, description="must be at least 8 (4 special tokens and symbols), got {value!r}")
+    repeats: int = Field(3, gt=0)
+    # name -> model block; sizes may be written d, 2d, 4d, ...
+    models: dict = Field(min_length=1, description="define the models to measure, e.g. analyze.models.transformer")
+    gradient_models: list = []  # each checked below to be one of models
+    probe_length: int = Field(32, gt=0)
+    probe_rows: int = Field(8, gt=0)
+    probe_steps: int = Field(100, gt=0)
+    batch_tokens: int = Field(512, gt=0)
+    lr: float = Field(0.003, gt=0)
+    warmup_steps: int = Field(50, ge=0)
+    clip: float = Field(1.0, gt=0)
+    roles: dict = {}  # role of a claim (e.g. attention) -> a model of analyze.models
+    span_threshold: float = Field(0.01, gt=0)
+    synthetic_models: list = []
+    tasks: list[Literal["copy", "reverse", "agreement"]] = ["copy", "reverse", "agreement"]
+    train_length: int = Field(10, gt=0)
+    min_length: int = Field(5, gt=0)
+    synthetic_steps: int = Field(300, gt=0)
+    synthetic_batch: int = Field(32, gt=0)
+    test_examples: int = Field(20, gt=0)
 
-    def __post_init__(self):
-        choice("analyze.device", self.device, ("cpu", "cuda"))
-        for key in ("width", "batch_size", "vocab_size", "repeats", "probe_length", "probe_rows", "probe_steps",
-                    "batch_tokens", "lr", "train_length", "min_length", "synthetic_steps", "synthetic_batch",
-                    "test_examples", "span_threshold"):
-            positive(f"analyze.{key}", getattr(self, key))
-        positive("analyze.clip", self.clip)
-        positive("analyze.warmup_steps", self.warmup_steps, allow_zero=True)
-        for key in ("param_widths", "lengths"):
-            values = getattr(self, key)
-            if len(values) < 2 or not all(isinstance(v, int) and v > 0 for v in values):
-                raise ConfigError(f"analyze.{key}: expected at least two positive integers, got {values!r}")
-        if not self.models:
-            raise ConfigError("analyze.models: define the models to measure, e.g. analyze.models.transformer")
+    @model_validator(mode="after")
+    def _every_claim_has_its_models(self):
         for key in ("gradient_models", "synthetic_models"):
             for name in getattr(self, key):
                 choice(f"analyze.{key}", name, self.models)
@@ -350,67 +359,67 @@ class AnalyzeConfig:
         for role in ("rnn", "gru", "lstm", "transformer"):
             if self.roles[role] not in self.gradient_models:
                 raise ConfigError(f"analyze.gradient_models: add {self.roles[role]} (role {role} of claim 4)")
-        for task in self.tasks:
-            choice("analyze.tasks", task, ("copy", "reverse", "agreement"))
         if not self.min_length <= self.train_length <= 100:
             raise ConfigError(f"analyze.train_length: must be in [min_length, 100] so tests reach 2L <= 200, "
                               f"got {self.train_length}")
-        if self.vocab_size < 8:
-            raise ConfigError(f"analyze.vocab_size: must be at least 8 (4 special tokens and symbols), "
-                              f"got {self.vocab_size}")
+        return self
 
 
-@dataclass
-class CompareConfig:
+class CompareConfig(Block):
+    where: ClassVar[str] = "compare"
     baseline: str | None = None  # a name from models; null: the first model
-    bootstrap_resamples: int = 1000
-    bootstrap_seed: int = 12345
-    length_buckets: list = field(default_factory=lambda: [8, 12, 16, 20])
-    examples: list = field(default_factory=lambda: [0, 100, 500])
-
-    def __post_init__(self):
-        positive("compare.bootstrap_resamples", self.bootstrap_resamples)
-        positive("compare.bootstrap_seed", self.bootstrap_seed)  # sacreBLEU reads seed 0 as "no seed"
-        bounds = self.length_buckets
-        if not bounds or not all(isinstance(b, int) and b > 0 for b in bounds) or sorted(set(bounds)) != bounds:
-            raise ConfigError(f"compare.length_buckets: expected increasing positive integers (the longest source, "
-                              f"in words, of each bucket), got {bounds!r}")
-        if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in self.examples):
-            raise ConfigError(f"compare.examples: expected sentence indices (integers >= 0), got {self.examples!r}")
+    bootstrap_resamples: int = Field(1000, gt=0)
+    bootstrap_seed: int = Field(12345, gt=0)  # sacreBLEU reads seed 0 as "no seed"
+    length_buckets: Annotated[PositiveInts, holds(lambda bounds: sorted(set(bounds)) == bounds)] = Field(
+        [8, 12, 16, 20], min_length=1, description="expected increasing positive integers (the longest source, "
+                                                   "in words, of each bucket), got {value!r}")
+    examples: list[Annotated[int, Field(ge=0)]] = Field(
+        [0, 100, 500], description="expected sentence indices (integers >= 0), got {value!r}")
 
 
-@dataclass
-class WandbConfig:
+class WandbConfig(Block):
+    where: ClassVar[str] = "wandb"
     project: str = "nmtbench"
-    mode: str = "offline"
+    mode: Literal["offline", "online", "disabled"] = "offline"
     group: str = "default"
 
-    def __post_init__(self):
-        choice("wandb.mode", self.mode, ("offline", "online", "disabled"))
 
-
-@dataclass
-class ReportConfig:
+class ReportConfig(Block):
+    where: ClassVar[str] = "report"
     attention_split: str | None = None  # None: the first of data.eval_splits
-    attention_sentence: int = 0
-
-    def __post_init__(self):
-        positive("report.attention_sentence", self.attention_sentence, allow_zero=True)
+    attention_sentence: int = Field(0, ge=0)
 
 
-@dataclass
-class Params:
-    data: DataConfig
-    tokenize: TokenizeConfig
-    train: TrainConfig
-    evaluate: DecodeConfig
-    beam_sweep: BeamSweepConfig
-    wandb: WandbConfig
-    report: ReportConfig
-    compare: CompareConfig
-    models: dict  # name -> raw block; models.registry validates and builds each
-    seeds: list = field(default_factory=lambda: [42])  # the grid is models x seeds
+class Params(Block):
+    """The whole of params.yaml; the blocks in the order `params: unknown block(s)` lists them."""
+    data: DataConfig = Field(default_factory=DataConfig)
+    tokenize: TokenizeConfig = Field(default_factory=TokenizeConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    evaluate: DecodeConfig = Field(default_factory=DecodeConfig)
+    beam_sweep: BeamSweepConfig = Field(default_factory=BeamSweepConfig)
+    wandb: WandbConfig = Field(default_factory=WandbConfig)
+    compare: CompareConfig = Field(default_factory=CompareConfig)
+    report: ReportConfig = Field(default_factory=ReportConfig)
+    # name -> raw block; models.registry validates and builds each
+    models: dict = Field(min_length=1, description="define at least one model block, e.g. models.transformer")
+    seeds: Annotated[list[int], holds(distinct)] = Field(  # the grid is models x seeds
+        [42], min_length=1, description="expected a list of distinct integers, e.g. [42] or [1, 2, 3], got {value!r}")
     analyze: AnalyzeConfig | None = None  # only the analyze stage reads it
+
+    @model_validator(mode="after")
+    def _names_refer_to_the_grid(self):
+        for where, model in (("beam_sweep.model", self.beam_sweep.model), ("compare.baseline", self.compare.baseline)):
+            if model not in (None, *self.models):
+                raise ConfigError(f"{where}: {model!r} is not a model of params.yaml; "
+                                  f"choose one of {', '.join(self.models)}")
+        if self.beam_sweep.seed not in self.seeds:
+            raise ConfigError(f"beam_sweep.seed: {self.beam_sweep.seed} is not in seeds {self.seeds}; "
+                              "choose one of them")
+        for where, split in (("beam_sweep.split", self.beam_sweep.split),
+                             ("report.attention_split", self.report.attention_split)):
+            if split is not None:
+                choice(where, split, self.data.splits[1:])
+        return self
 
     def model_block(self, name: str) -> dict:
         if name not in self.models:
@@ -424,37 +433,9 @@ def parse_params(raw: dict) -> Params:
     if not isinstance(raw, dict):
         raise ConfigError("params: expected blocks such as `train:` and `models:`, "
                           f"got {type(raw).__name__} {raw!r:.60}")
-    sections = {"data": DataConfig, "tokenize": TokenizeConfig, "train": TrainConfig,
-                "evaluate": DecodeConfig, "beam_sweep": BeamSweepConfig, "wandb": WandbConfig,
-                "compare": CompareConfig, "report": ReportConfig}
-    unknown = sorted(set(raw) - set(sections) - {"models", "seeds", "analyze"})
-    if unknown:
-        raise ConfigError(f"params: unknown block(s) {', '.join(unknown)}; valid blocks are "
-                          f"{', '.join([*sections, 'models', 'seeds', 'analyze'])}")
     if isinstance(raw.get("train"), dict) and "seed" in raw["train"]:
         raise ConfigError("train.seed: replaced by the top-level list `seeds` (e.g. seeds: [42]); move it there")
-    seeds = raw.get("seeds", [42])
-    if (not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds)
-            or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
-        raise ConfigError(f"seeds: expected a list of distinct integers, e.g. [42] or [1, 2, 3], got {seeds!r}")
-    built = {key: from_dict(cls, raw.get(key), key) for key, cls in sections.items()}
-    models = raw.get("models") or {}
-    if not isinstance(models, dict) or not models:
-        raise ConfigError("models: define at least one model block, e.g. models.transformer")
-    if built["beam_sweep"].model not in (None, *models):
-        raise ConfigError(f"beam_sweep.model: {built['beam_sweep'].model!r} is not a model of params.yaml; "
-                          f"choose one of {', '.join(models)}")
-    if built["compare"].baseline not in (None, *models):
-        raise ConfigError(f"compare.baseline: {built['compare'].baseline!r} is not a model of params.yaml; "
-                          f"choose one of {', '.join(models)}")
-    if built["beam_sweep"].seed not in seeds:
-        raise ConfigError(f"beam_sweep.seed: {built['beam_sweep'].seed} is not in seeds {seeds}; choose one of them")
-    for where, split in (("beam_sweep.split", built["beam_sweep"].split),
-                         ("report.attention_split", built["report"].attention_split)):
-        if split is not None:
-            choice(where, split, built["data"].splits[1:])
-    analyze = from_dict(AnalyzeConfig, raw["analyze"], "analyze") if "analyze" in raw else None
-    return Params(**built, models=models, seeds=seeds, analyze=analyze)
+    return Params(**raw)
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:

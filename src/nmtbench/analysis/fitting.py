@@ -2,8 +2,6 @@
 fixed number of steps, recording the gradient norm before any clipping and the loss of every step."""
 from __future__ import annotations
 
-import dataclasses
-
 import lightning as L
 import torch
 
@@ -29,9 +27,9 @@ def fit(name: str, block: dict, vocab_size: int, cfg: AnalyzeConfig, steps: int,
         vocab_sha256: str = "synthetic") -> tuple[TranslationModule, StepRecorder]:
     """Train `block` for `steps` steps on train_data (a datamodule or a dataloader of collated batches)."""
     L.seed_everything(cfg.seed, verbose=False)
-    train = dataclasses.replace(TrainConfig(), lr=cfg.lr, warmup_steps=cfg.warmup_steps, label_smoothing=0.0,
-                                gradient_clip_val=clip, batch_tokens=cfg.batch_tokens)
-    module = TranslationModule(name, block, vocab_size, PAD, vocab_sha256, dataclasses.asdict(train), cfg.seed)
+    train = TrainConfig().model_copy(update={"lr": cfg.lr, "warmup_steps": cfg.warmup_steps, "label_smoothing": 0.0,
+                                             "gradient_clip_val": clip, "batch_tokens": cfg.batch_tokens})
+    module = TranslationModule(name, block, vocab_size, PAD, vocab_sha256, train.model_dump(), cfg.seed)
     recorder = StepRecorder()
     trainer = L.Trainer(accelerator="gpu" if cfg.device == "cuda" else "cpu", devices=1, max_steps=steps,
                         max_epochs=-1, gradient_clip_val=clip or None, limit_val_batches=0, logger=False,

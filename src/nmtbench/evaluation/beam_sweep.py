@@ -1,7 +1,6 @@
 """Stage `beam_sweep`: BLEU and decoding speed of one model across beam sizes and length penalties."""
 from __future__ import annotations
 
-import dataclasses
 import time
 from pathlib import Path
 
@@ -30,7 +29,7 @@ def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out
     rows = []
     for alpha in cfg.alphas:
         for beam in cfg.beams:
-            decode = dataclasses.replace(params.evaluate, beam=beam, alpha=alpha)
+            decode = params.evaluate.model_copy(update={"beam": beam, "alpha": alpha})
             started = time.perf_counter()
             found = Translator(model, tokenizer, decode).translate_ids(sources)
             seconds = time.perf_counter() - started

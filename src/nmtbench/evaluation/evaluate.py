@@ -5,7 +5,6 @@ sentence (`attention.json` beside the metrics) and, in an evaluation W&B run, ev
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import time
 from pathlib import Path
@@ -39,7 +38,7 @@ def evaluate(params: Params, name: str, seed: int | None = None, tokenized_dir: 
     attention = attention_example(model, tokenizer, dataset, params)  # a bad report block fails before any work
     # before decoding: W&B online without an account fails here, not after the work
     logger = make_wandb_logger(params.wandb, f"{name}-seed{seed}", Path("."),
-                               {"model": name, "seed": seed, **block, **dataclasses.asdict(params.evaluate),
+                               {"model": name, "seed": seed, **block, **params.evaluate.model_dump(),
                                 "params": model.num_parameters()},
                                run_tags(name, block, seed), job_type="evaluate")
     metrics, translations, texts = {}, {}, {}

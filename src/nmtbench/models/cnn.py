@@ -9,21 +9,19 @@ when decoding one token at a time.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmtbench.config import ConfigError
+from nmtbench.config import Block, ConfigError
 from nmtbench.models.attention import attend
 from nmtbench.models.interface import DecoderState, Seq2Seq
 
 RESIDUAL_SCALE = math.sqrt(0.5)  # keeps the variance of a sum of two unit-variance terms at one
 
 
-@dataclass
-class ConvConfig:
+class ConvConfig(Block):
     embed_dim: int = 256
     channels: int = 512
     encoder_layers: int = 2

@@ -10,7 +10,6 @@ so the target of a short sentence starts right after its last real source token.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -22,7 +21,6 @@ from nmtbench.models.transformer import Layer, TransformerConfig, sinusoids
 POSITIONS = ("sinusoidal", "learned")  # relative distances are not implemented for one mixed stream
 
 
-@dataclass
 class DecoderOnlyConfig(TransformerConfig):
     norm: str = "pre"
     layers: int = 6  # one stack: about half the parameters of an encoder-decoder with 6 + 6

@@ -7,21 +7,18 @@ a_t = tanh(W [h_t; c_t]), logits = E a_t, with the output projection E tied to t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from nmtbench.config import ConfigError, choice
+from nmtbench.config import Block, ConfigError, choice
 from nmtbench.models.attention import ATTENTION_KINDS, SCORERS, attend
 from nmtbench.models.interface import DecoderState, Seq2Seq
 
 CELLS = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
 
 
-@dataclass
-class RNNConfig:
+class RNNConfig(Block):
     cell: str = "lstm"
     bidirectional: bool = True
     layers: int = 1

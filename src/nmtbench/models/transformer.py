@@ -9,21 +9,19 @@ re-running the prefix.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmtbench.config import ConfigError, choice
+from nmtbench.config import Block, ConfigError, choice
 from nmtbench.models.interface import DecoderState, Seq2Seq
 
 NORMS = ("post", "pre")
 POSITIONS = ("sinusoidal", "learned", "relative")
 
 
-@dataclass
-class TransformerConfig:
+class TransformerConfig(Block):
     norm: str = "post"
     positions: str = "sinusoidal"
     d_model: int = 256

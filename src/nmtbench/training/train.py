@@ -1,7 +1,6 @@
 """Stage `train@<name>-<seed>`: fit one model variant with one seed and keep its best checkpoint and its figures."""
 from __future__ import annotations
 
-import dataclasses
 import math
 import shutil
 import time
@@ -47,7 +46,7 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
 
-    module = TranslationModule(name, block, vocab["size"], PAD, vocab["sha256"], dataclasses.asdict(cfg), seed)
+    module = TranslationModule(name, block, vocab["size"], PAD, vocab["sha256"], cfg.model_dump(), seed)
     data = TranslationData(tokenized_dir, cfg.batch_tokens, seed, cfg.num_workers)
     # what this run needs to continue after an interruption; removed once it has finished
     unfinished = Path(model_dir) / "unfinished"
@@ -57,7 +56,7 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
                                  save_top_k=1, auto_insert_metric_name=False, enable_version_counter=False)
     max_time, flop_budget = budget_limits(cfg.budget, module.model)
     logger = make_wandb_logger(params.wandb, f"{name}-seed{seed}", Path("."),
-                               {"model": name, "seed": seed, **block, **dataclasses.asdict(cfg),
+                               {"model": name, "seed": seed, **block, **cfg.model_dump(),
                                 "params": module.model.num_parameters()},
                                run_tags(name, block, seed))
     curve = LearningCurve(paths.learning_curve)
