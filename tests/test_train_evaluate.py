@@ -1,7 +1,7 @@
 """The train, evaluate, beam-sweep and translate commands on a tiny dataset, in a scratch project folder.
 
 Tests of training train in a project of their own; the others work on a copy of the tiny project trained
-once per session (conftest.trained_project).
+once per session (conftest.trained_copy).
 """
 import csv
 import dataclasses
@@ -9,7 +9,6 @@ import hashlib
 import io
 import json
 import math
-import shutil
 import signal
 import subprocess
 import sys
@@ -48,13 +47,10 @@ def project(tmp_path, monkeypatch, make_data_mirror):
 
 
 @pytest.fixture
-def trained(trained_project, tmp_path, monkeypatch):
+def trained(trained_copy, monkeypatch):
     """A copy of the session's trained and evaluated tiny project (models tiny and tiny_rnn); returns its params."""
-    folder = tmp_path / "trained"
-    shutil.copytree(trained_project, folder)
-    monkeypatch.chdir(folder)
     monkeypatch.setenv("WANDB_SILENT", "true")
-    return load_params(folder / "params.yaml")
+    return load_params(trained_copy / "params.yaml")
 
 
 def test_train_writes_checkpoint_metrics_and_an_offline_wandb_run(project):
