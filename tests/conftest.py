@@ -1,6 +1,7 @@
 """Shared fixtures: tiny data mirrors and a tiny project trained once per session; what they build is in helpers/."""
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,15 @@ def trained_project(tmp_path_factory) -> Path:
         patch.setenv("WANDB_MODE", "disabled")
         for name in TRAINED_MODELS:
             assert main(["train", name]) == 0 and main(["evaluate", name]) == 0
+    return folder
+
+
+@pytest.fixture
+def trained_copy(trained_project, tmp_path, monkeypatch) -> Path:
+    """A copy of trained_project in tmp_path/project, the current folder for the test: the one to change."""
+    folder = tmp_path / "project"
+    shutil.copytree(trained_project, folder)
+    monkeypatch.chdir(folder)
     return folder
 
 

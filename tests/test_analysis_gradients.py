@@ -1,6 +1,7 @@
 """Gradient probe: shape, causality, the curve by distance and the span."""
 import pytest
 import torch
+import torch.nn.functional as F
 
 from helpers.models import TINY_VARIANTS, make_tiny_model
 from nmtbench.analysis.gradients import by_distance, gradient_map, span
@@ -39,8 +40,25 @@ def test_span_is_the_first_distance_below_the_threshold():
     assert span([1.0, 0.5, 0.2], threshold=0.01) is None
 
 
+class LookUp(torch.nn.Module):
+    """The embedding's own lookup as a plain function, so no nn.Embedding reads the target tokens."""
+
+    def __init__(self, embedding: torch.nn.Embedding):
+        super().__init__()
+        self.weight, self.padding_idx = embedding.weight, embedding.padding_idx
+
+    def forward(self, ids):
+        return F.embedding(ids, self.weight, self.padding_idx)
+
+
 def test_a_model_without_a_target_embedding_is_refused():
     model = make_tiny_model("rnn_none")
-    model.embed = torch.nn.Identity()  # tokens reach the model some other way
-    with pytest.raises((ValueError, RuntimeError)):
-        gradient_map(model, *probe_inputs())
+    inputs = probe_inputs()
+    expected = model(*inputs[:3])
+    model.embed = LookUp(model.embed)
+    assert torch.equal(model(*inputs[:3]), expected)  # the same model, its tokens embedded some other way
+    message = ("RNNSeq2Seq: expected one nn.Embedding reading the target tokens, found 0; "
+               "the gradient probe needs the target embedding as a tensor of its own")
+    with pytest.raises(ValueError) as refused:
+        gradient_map(model, *inputs)
+    assert str(refused.value) == message

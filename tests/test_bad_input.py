@@ -2,13 +2,12 @@
 and the fix, exit status 2, and every output written before left exactly as it was.
 
 Each test runs `nmtbench` in-process on a copy of one tiny project trained once per session
-(conftest.trained_project); the numbers in the names are those of the issue that listed the defects.
+(conftest.trained_copy); the numbers in the names are those of the issue that listed the defects.
 """
 import errno
 import hashlib
 import io
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,12 +21,9 @@ from nmtbench.cli import main
 
 
 @pytest.fixture
-def project(trained_project, tmp_path, monkeypatch):
-    folder = tmp_path / "project"
-    shutil.copytree(trained_project, folder)
-    monkeypatch.chdir(folder)
+def project(trained_copy, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "disabled")
-    return folder
+    return trained_copy
 
 
 def outputs(folder: Path = Path(".")) -> dict[str, tuple[str, int]]:

@@ -1,26 +1,26 @@
 """`nmtbench dashboard` without an account or without the report package: one line saying what it needs."""
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import wandb
 
+from nmtbench.cli import main
 from nmtbench.config import WandbConfig
 from nmtbench.dashboard import NEEDS_KEY, NEEDS_PACKAGE, DashboardError, dashboard
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_without_an_api_key_the_command_says_so_in_one_line(tmp_path):
-    env = {key: value for key, value in os.environ.items() if not key.startswith("WANDB_")}
-    env.update(HOME=str(tmp_path), WANDB_CONFIG_DIR=str(tmp_path), NETRC=str(tmp_path / "netrc"))
-    result = subprocess.run([sys.executable, "-m", "nmtbench", "--params", str(ROOT / "params.yaml"), "dashboard"],
-                            capture_output=True, text=True, env=env, cwd=tmp_path)
-    assert result.returncode == 2
-    assert result.stdout == ""
-    assert result.stderr == f"nmtbench dashboard: error: {NEEDS_KEY}\n"
+def test_without_an_api_key_the_command_says_so_in_one_line(tmp_path, monkeypatch, capsys):
+    for key in [key for key in os.environ if key.startswith("WANDB_")]:
+        monkeypatch.delenv(key)
+    for key, value in (("HOME", tmp_path), ("WANDB_CONFIG_DIR", tmp_path), ("NETRC", tmp_path / "netrc")):
+        monkeypatch.setenv(key, str(value))
+    monkeypatch.chdir(tmp_path)
+    assert main(["--params", str(ROOT / "params.yaml"), "dashboard"]) == 2
+    assert capsys.readouterr() == ("", f"nmtbench dashboard: error: {NEEDS_KEY}\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing written
 
 

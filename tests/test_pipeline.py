@@ -3,9 +3,12 @@ import json
 import os
 
 import pytest
+from sacrebleu.metrics import BLEU, CHRF, TER
 
 from helpers.project import ROOT, pipeline_workspace
 from nmtbench.config import load_params
+from nmtbench.data.tokenizer import load_tokenized
+from nmtbench.runs import RunPaths
 from nmtbench.tracking import read_offline_run
 
 MIRROR = os.environ.get("NMTBENCH_DATA_MIRROR")
@@ -29,11 +32,17 @@ def test_smoke_pipeline_scores_every_model(smoke):
     comparison = json.loads((workspace / "results/comparison.json").read_text())
     assert list(comparison["models"]) == list(params.models)
     assert (comparison["baseline"], comparison["seeds"]) == (params.compare.baseline, params.seeds)
-    for row in comparison["models"].values():
+    (seed,) = params.seeds  # one seed: each mean is that run's score
+    test_sets = load_tokenized(workspace / "data/tokenized")
+    for name, row in comparison["models"].items():
         for split in ("test_2016_flickr", "test_2017_flickr"):
-            for metric in ("bleu", "bleu_lc", "chrf"):
-                assert 0 <= row[split][metric]["mean"] <= 100  # a 4-epoch tiny model may output nothing
-            assert row[split]["ter"]["mean"] >= 0
+            # every score is sacreBLEU's on the translation file the run wrote, against the untouched references
+            hypotheses = RunPaths(name, seed, workspace).translation(split).read_text(encoding="utf-8").split("\n")[:-1]
+            references = list(test_sets[split]["tgt"])
+            assert len(hypotheses) == len(references) == 40
+            for metric, scorer in (("bleu", BLEU()), ("bleu_lc", BLEU(lowercase=True)), ("chrf", CHRF()),
+                                   ("ter", TER())):
+                assert row[split][metric]["mean"] == round(scorer.corpus_score(hypotheses, [references]).score, 2)
             p_value = row[split]["bootstrap"]["p_value"]
             assert p_value is None if row is comparison["models"][comparison["baseline"]] else 0 < p_value <= 1
             assert sum(bucket["sentences"] for bucket in row[split]["length_buckets"].values()) == 40

@@ -1,6 +1,11 @@
-"""The train, evaluate, beam-sweep and translate commands on a tiny dataset, in a scratch project folder."""
+"""The train, evaluate, beam-sweep and translate commands on a tiny dataset, in a scratch project folder.
+
+Tests of training train in a project of their own; the others work on a copy of the tiny project trained
+once per session (conftest.trained_copy).
+"""
 import csv
 import hashlib
+import io
 import json
 import math
 import signal
@@ -16,7 +21,7 @@ import yaml
 from helpers.data import tiny_files
 from helpers.project import write_tiny_project
 from nmtbench.cli import main
-from nmtbench.config import ConfigError, DataConfig, ReportConfig, TokenizeConfig, parse_params
+from nmtbench.config import ConfigError, DataConfig, ReportConfig, TokenizeConfig, load_params, parse_params
 from nmtbench.data.batching import TokenBatchSampler, TranslationData
 from nmtbench.data.prepare import prepare
 from nmtbench.data.tokenizer import Tokenizer, load_tokenized, tokenize
@@ -38,6 +43,13 @@ def project(tmp_path, monkeypatch, make_data_mirror):
     monkeypatch.setenv("WANDB_SILENT", "true")
     mirror, checksums = make_data_mirror()
     return parse_params(write_tiny_project(tmp_path, mirror, checksums))
+
+
+@pytest.fixture
+def trained(trained_copy, monkeypatch):
+    """A copy of the session's trained and evaluated tiny project (models tiny and tiny_rnn); returns its params."""
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    return load_params(trained_copy / "params.yaml")
 
 
 def test_train_writes_checkpoint_metrics_and_an_offline_wandb_run(project):
@@ -118,29 +130,30 @@ def test_bf16_mixed_precision_trains_on_cpu_and_val_bleu_can_be_off(project):
     assert metrics["best_val_bleu"] is None and all(row["val_bleu"] is None for row in rows)
 
 
-def test_evaluate_and_beam_sweep_score_every_sentence(project):
-    train(project, "tiny")
-    metrics = evaluate(project, "tiny")
+def test_evaluate_and_beam_sweep_score_every_sentence(trained):
+    metrics = evaluate(trained, "tiny")
+    test_sets = load_tokenized("data/tokenized")
     for split in ("test_2016_flickr", "test_2017_flickr"):
         text = open(f"results/tiny/seed42/{split}.txt", "rb").read()
-        assert len(text.decode().splitlines()) == metrics[split]["sentences"] > 0
+        hypotheses = text.decode().split("\n")[:-1]
+        assert len(hypotheses) == metrics[split]["sentences"] == len(test_sets[split]) > 0
         assert metrics[split]["hypotheses_sha256"] == hashlib.sha256(text).hexdigest()
-        assert {"bleu", "bleu_lc", "chrf", "ter", "bleu_signature", "ter_signature"} <= set(metrics[split])
+        scores = score(hypotheses, list(test_sets[split]["tgt"]))  # the written translations give the figures
+        assert {key: metrics[split][key] for key in scores} == scores
         assert metrics[split]["beam"] == 2
     assert main(["compare"]) == 0  # reads the translations back, checked against their hashes
     comparison = json.loads(open("results/comparison.json").read())
     assert comparison["models"]["tiny"]["test_2017_flickr"]["bleu"]["mean"] == metrics["test_2017_flickr"]["bleu"]
     assert comparison["examples"]["test_2017_flickr"][0]["outputs"]["tiny"] == open(
         "results/tiny/seed42/test_2017_flickr.txt").read().rstrip("\n")
-    sweep = beam_sweep(project)
+    sweep = beam_sweep(trained)
     assert [(r["beam"], r["alpha"]) for r in sweep["rows"]] == [(1, 1.0), (2, 1.0)]
     assert open("results/beam_sweep.png", "rb").read(4) == b"\x89PNG"
     assert "| 2 | 1 |" in open("results/beam_sweep.md").read()
 
 
-def test_evaluate_keeps_one_attention_map_and_logs_every_translation(project):
-    train(project, "tiny")
-    metrics = evaluate(project, "tiny")
+def test_evaluate_keeps_one_attention_map_and_logs_every_translation(trained):
+    metrics = evaluate(trained, "tiny")
     attention = json.loads(open("metrics/tiny/seed42/attention.json").read())
     assert (attention["split"], attention["sentence"]) == ("test_2016_flickr", 0)
     assert "".join(attention["source_pieces"]).replace("\u2581", " ").strip() == "A cat."
@@ -148,7 +161,7 @@ def test_evaluate_keeps_one_attention_map_and_logs_every_translation(project):
     assert len(weights) == len(attention["target_pieces"]) >= 1
     for row in weights:  # a Transformer's cross-attention: a distribution over the source pieces
         assert len(row) == len(attention["source_pieces"]) and sum(row) == pytest.approx(1, abs=1e-3)
-    late = project.model_copy(update={"report": ReportConfig(attention_sentence=2)})
+    late = trained.model_copy(update={"report": ReportConfig(attention_sentence=2)})
     outputs = [*Path("metrics/tiny/seed42").iterdir(), *Path("results/tiny/seed42").iterdir()]
     before = {path: path.read_bytes() for path in outputs}
     with pytest.raises(ConfigError, match="report.attention_sentence: 2 is beyond the 2 sentences of test_2016_flickr"):
@@ -156,7 +169,7 @@ def test_evaluate_keeps_one_attention_map_and_logs_every_translation(project):
     assert {path: path.read_bytes() for path in outputs} == before  # refused before any output
 
     runs = {read_offline_run(r)["run"]["job_type"]: r for r in Path("wandb").glob("offline-run-*")}
-    assert sorted(runs) == ["evaluate", "train"]
+    assert sorted(runs) == ["evaluate"]  # the session's project was trained without W&B
     logged = read_offline_run(runs["evaluate"])
     assert logged["run"] == {"name": "tiny-seed42", "group": "unit", "job_type": "evaluate",
                              "tags": ["tiny", "transformer", "seed42"]}
@@ -173,8 +186,7 @@ def test_a_translation_is_written_and_scored_as_one_line():
     assert one_line("Ein\nHund\r\nrennt\x0c.") == "Ein Hund  rennt\x0c."
 
 
-def test_a_checkpoint_from_another_vocabulary_is_refused(project, tmp_path):
-    train(project, "tiny")
+def test_a_checkpoint_from_another_vocabulary_is_refused(trained, tmp_path):
     other = tokenize(TokenizeConfig(vocab_size=304), out_dir=tmp_path / "other")
     with pytest.raises(CheckpointError, match=r"was trained with another vocabulary than .*other/spm.model; "
                                               r"retrain it \(dvc repro train@tiny-42\)"):
@@ -187,21 +199,23 @@ def test_a_checkpoint_from_another_vocabulary_is_refused(project, tmp_path):
         load_model(truncated, Tokenizer("data/tokenized"))
 
 
-def test_translate_reads_a_file_or_standard_input(project, tmp_path):
-    train(project, "tiny")
-    (tmp_path / "in.txt").write_text("A dog runs.\nTwo birds fly.\n")
-    command = [sys.executable, "-m", "nmtbench", "translate", "models/tiny/seed42"]
-    from_file = subprocess.run([*command, "in.txt", "--beam", "3"], capture_output=True, text=True, check=True)
-    piped = subprocess.run([*command, "--beam", "3"], input="A dog runs.\nTwo birds fly.\n",
-                           capture_output=True, text=True, check=True)
-    assert from_file.stdout == piped.stdout and len(piped.stdout.splitlines()) == 2
-    assert "sent" in from_file.stderr and piped.stderr == ""  # a progress bar for files only
-    nbest = subprocess.run([*command, "--nbest", "2", "--beam", "3"], input="A dog runs.\n",
-                           capture_output=True, text=True, check=True).stdout.splitlines()
-    assert [line.split(" ||| ")[0] for line in nbest] == ["0", "0"]
-    missing = subprocess.run([*command[:-1], "models/absent"], capture_output=True, text=True)
-    assert missing.returncode == 2
-    assert missing.stderr.strip().startswith("nmtbench translate: error: models/absent does not exist")
+def test_translate_reads_a_file_or_standard_input(trained, capsys, monkeypatch):
+    """In-process, except the pipe: the one test of `python -m nmtbench` reading a real standard input."""
+    Path("in.txt").write_text("A dog runs.\nTwo birds fly.\n")
+    assert main(["translate", "models/tiny/seed42", "in.txt", "--beam", "3"]) == 0
+    from_file = capsys.readouterr()
+    piped = subprocess.run([sys.executable, "-m", "nmtbench", "translate", "models/tiny/seed42", "--beam", "3"],
+                           input="A dog runs.\nTwo birds fly.\n", capture_output=True, text=True, check=True)
+    assert from_file.out == piped.stdout and len(piped.stdout.splitlines()) == 2
+    assert "2/2" in from_file.err and piped.stderr == ""  # a progress bar for files only
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"A dog runs.\n")))
+    assert main(["translate", "models/tiny/seed42", "--nbest", "2", "--beam", "3"]) == 0
+    nbest = [line.split(" ||| ") for line in capsys.readouterr().out.splitlines()]
+    assert [index for index, _, _ in nbest] == ["0", "0"]
+    assert nbest[0][1] == piped.stdout.splitlines()[0]  # the best of the n best is the translation
+    assert float(nbest[0][2]) >= float(nbest[1][2])
+    assert main(["translate", "models/absent"]) == 2
+    assert capsys.readouterr().err.startswith("nmtbench translate: error: models/absent does not exist")
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ columns of CURVE_COLUMNS (read by reports and by `dvc plots show`; keep the name
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import lightning as L
@@ -53,16 +54,17 @@ class LearningCurve(L.Callback):
     """Appends a row to the learning curve at every validation; rank 0 rewrites the file atomically.
 
     Its rows, clock and loss sums travel in every checkpoint, so a run resumed from one continues
-    its curve instead of overwriting it with the rows after the restart.
+    its curve instead of overwriting it with the rows after the restart. `clock` (seconds, any origin)
+    is time.perf_counter unless a test passes one it controls.
     """
 
-    def __init__(self, path: Path):
-        self.path, self.rows = Path(path), []
+    def __init__(self, path: Path, clock: Callable[[], float] = time.perf_counter):
+        self.path, self.rows, self._clock = Path(path), [], clock
         self._loss_sum, self._batches, self._elapsed = 0.0, 0, 0.0
-        self._started: float | None = None  # perf_counter() at which training, resumed or not, began
+        self._started: float | None = None  # clock() at which training, resumed or not, began
 
     def state_dict(self) -> dict:
-        elapsed = self._elapsed if self._started is None else time.perf_counter() - self._started
+        elapsed = self._elapsed if self._started is None else self._clock() - self._started
         return {"rows": self.rows, "elapsed": elapsed, "loss_sum": float(self._loss_sum), "batches": self._batches}
 
     def load_state_dict(self, state: dict) -> None:
@@ -70,7 +72,7 @@ class LearningCurve(L.Callback):
         self._loss_sum, self._batches = state["loss_sum"], state["batches"]
 
     def on_train_start(self, trainer, pl_module):
-        self._started = time.perf_counter() - self._elapsed
+        self._started = self._clock() - self._elapsed
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         self._loss_sum += outputs["batch_loss"]
@@ -86,7 +88,7 @@ class LearningCurve(L.Callback):
         row = {
             "step": trainer.global_step,
             "epoch": round(trainer.current_epoch + loop.completed / max(trainer.num_training_batches, 1), 4),
-            "wall_seconds": round(time.perf_counter() - self._started, 2),
+            "wall_seconds": round(self._clock() - self._started, 2),
             "target_tokens": int(logged["train/target_tokens"]),
             "train_loss": round(loss_sum / batches, 4) if batches else "",
             "val_loss": round(float(logged["val/loss"]), 4),
