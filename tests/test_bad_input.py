@@ -121,6 +121,10 @@ def no_wandb_account(tmp_path, monkeypatch):
     for key, value in {"HOME": tmp_path, "WANDB_CONFIG_DIR": tmp_path, "NETRC": tmp_path / "netrc"}.items():
         monkeypatch.setenv(key, str(value))
     monkeypatch.setenv("WANDB_SILENT", "true")
+    yield
+    # the online attempt leaves WANDB_SERVICE naming its wandb-core service, which monkeypatch does not
+    # undo (the key was absent): later W&B runs, and every child process, would log through it
+    os.environ.pop("WANDB_SERVICE", None)
 
 
 @pytest.mark.parametrize("command", ["train", "evaluate"])

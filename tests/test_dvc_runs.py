@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from helpers.project import pipeline_env
+
 ROOT = Path(__file__).resolve().parents[1]
 MIRROR = os.environ.get("NMTBENCH_DATA_MIRROR")
 MODELS = ("transformer", "lstm_attention_dot")  # the reproduction: one of each family
@@ -22,8 +24,7 @@ def make_workspace(folder: Path):
     if not MIRROR:
         pytest.skip("set NMTBENCH_DATA_MIRROR to a Multi30k mirror folder "
                     "(make test does when one is beside the checkout)")
-    env = {**os.environ, "WANDB_MODE": "disabled",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = pipeline_env(WANDB_MODE="disabled")
 
     def run(*command, check=True):
         return subprocess.run(command, cwd=folder, env=env, check=check, capture_output=True, text=True)

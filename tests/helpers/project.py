@@ -43,11 +43,19 @@ TRAINED_MODELS = {"tiny": TINY_PARAMS["models"]["tiny"],
                   "tiny_rnn": {"family": "rnn", "cell": "lstm", "attention": "dot", "embed_dim": 12, "hidden_dim": 16}}
 
 
-def pipeline_workspace(workspace: Path, profile: Path, **env: str):
-    """A DVC workspace of this project's params.yaml + profile; returns run(*cmd), which runs a command there."""
+def pipeline_env(**extra: str) -> dict[str, str]:
+    """The environment for a pipeline run in a child process."""
     # the stages call `nmtbench` and `dvc`: put this interpreter's scripts first on PATH
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    env = {**os.environ, "WANDB_SILENT": "true", "PATH": path, **env}
+    # An in-process W&B run earlier in the session leaves WANDB_SERVICE set; children that inherit it
+    # log to this process's wandb-core service, and their offline runs lose their .wandb files.
+    inherited = {key: value for key, value in os.environ.items() if key != "WANDB_SERVICE"}
+    return {**inherited, "WANDB_SILENT": "true", "PATH": path, **extra}
+
+
+def pipeline_workspace(workspace: Path, profile: Path, **env: str):
+    """A DVC workspace of this project's params.yaml + profile; returns run(*cmd), which runs a command there."""
+    env = pipeline_env(**env)
     subprocess.run([sys.executable, "-m", "nmtbench", "--params", str(ROOT / "params.yaml"),
                     "workspace", str(workspace), "--profile", str(profile)], check=True, env=env)
     return lambda *cmd: subprocess.run(cmd, cwd=workspace, env=env, check=True, capture_output=True, text=True)
