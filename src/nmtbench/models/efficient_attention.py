@@ -86,7 +86,9 @@ class SparsePattern:
             keys = (table[query[:, 0] // block_size, :, None] * block_size + offsets).flatten(1)  # (S, R)
             length = key_mask.sum(1).clamp(min=1)[:, None, None]  # (B, 1, 1)
             self.random = keys[None] % length  # (B, S, R)
-            repeated = (self.random[..., :, None] == self.random[..., None, :]).triu(1).any(-2)
+            ordered, order = self.random.sort(dim=-1)  # a key drawn twice counts once: mask its repeats
+            repeated = torch.zeros_like(ordered, dtype=torch.bool).scatter(
+                -1, order, F.pad(ordered[..., 1:] == ordered[..., :-1], (1, 0)))
             real = key_mask.gather(1, self.random.flatten(1)).view_as(self.random)
             parts.append(real & outside_window(self.random) & (self.random >= global_tokens) & ~repeated)
         self.visible = torch.cat(parts, dim=-1)[:, None]  # (B, 1, S, W + g + R)
