@@ -3,12 +3,20 @@ import copy
 
 import pytest
 
-from nmtbench.analysis.claims import CAVEAT, FAILS, HOLDS, crossover, slope, table, verdicts
+from nmtbench.analysis.claims import CAVEAT, FAILS, HOLDS, crossover, overtakes, slope, table, verdicts
 
 LENGTHS = [8, 16, 32, 64, 128]
 ROLES = {"rnn": "rnn", "gru": "gru", "lstm": "lstm", "transformer": "transformer", "cnn": "cnn",
          "bottleneck": "lstm", "attention": "lstm_attention", "sinusoidal": "transformer",
-         "learned": "transformer_learned", "decoder_only": "decoder_only", "encoder_decoder": "transformer"}
+         "learned": "transformer_learned", "decoder_only": "decoder_only", "encoder_decoder": "transformer",
+         "linformer": "transformer_linformer", "sparse": "transformer_sparse"}
+LONG_LENGTHS = [64, 128, 256, 512]
+
+
+def long_model(flops, memory, seconds):
+    return {"rows": [{"length": T, "forward_flops": flops(T), "backward_flops": 2 * flops(T),
+                      "activation_bytes": memory(T), "peak_bytes": None, "step_seconds": seconds(T)}
+                     for T in LONG_LENGTHS]}
 
 
 def model(flops, memory, seconds, steps, path, params=1000, layer_params=(100, 400)):
@@ -44,12 +52,19 @@ def measurements():
                   "cnn": model(**cnn)}
     synthetic = {task: {"lstm": accuracy(1.0, 0.2, 0.0), "lstm_attention": accuracy(1.0, 0.9, 0.3),
                         "transformer": accuracy(1.0, 1.0, 0.6), "transformer_learned": accuracy(1.0, 1.0, 0.0),
-                        "decoder_only": accuracy(1.0, 0.95, 0.5)} for task in ("copy", "reverse", "agreement")}
+                        "decoder_only": accuracy(1.0, 0.95, 0.5), "transformer_linformer": accuracy(0.9, 0.8, 0.4),
+                        "transformer_sparse": accuracy(1.0, 0.9, 0.5)} for task in ("copy", "reverse", "agreement")}
+    # full attention 24 T d^2 + 8 T^2 d; linformer and sparse 40 T d^2 (k, or the keys each query sees, 2 d):
+    # cheaper in FLOPs beyond T = 32, in time beyond 0.0001 T + 0.00001 T^2 = 0.0005 T, i.e. T = 40
+    long = {"transformer": long_model(lambda T: 24 * T * d * d + 8 * T * T * d, lambda T: 10 * T * T,
+                                      lambda T: 0.0001 * T + 0.00001 * T * T),
+            "transformer_linformer": long_model(lambda T: 40 * T * d * d, lambda T: 300 * T, lambda T: 0.0005 * T),
+            "transformer_sparse": long_model(lambda T: 40 * T * d * d, lambda T: 300 * T, lambda T: 0.0005 * T)}
     gradients = {"rnn": {"clipped": probe(3), "unclipped": probe(3, spikes=2)},
                  "lstm": {"clipped": probe(6), "unclipped": probe(6)},
                  "transformer": {"clipped": probe(None), "unclipped": probe(None)}}
     return {"width": d, "device": "CPU", "train_length": 10, "min_length": 5, "span_threshold": 0.01,
-            "roles": ROLES, "complexity": complexity, "gradients": gradients, "synthetic": synthetic}
+            "roles": ROLES, "complexity": complexity, "long": long, "gradients": gradients, "synthetic": synthetic}
 
 
 def verdict_of(m, claim):
@@ -67,8 +82,8 @@ def test_slope_and_crossover():
 
 def test_every_claim_holds_on_textbook_like_measurements():
     rows = verdicts(measurements())
-    assert [r["claim"] for r in rows] == list(range(1, 10))
-    assert {r["claim"]: r["verdict"] for r in rows} == dict.fromkeys(range(1, 10), HOLDS)
+    assert [r["claim"] for r in rows] == list(range(1, 11))
+    assert {r["claim"]: r["verdict"] for r in rows} == dict.fromkeys(range(1, 11), HOLDS)
 
 
 def test_claim_one_fails_when_recurrent_flops_grow_faster_than_linearly_and_notes_a_far_crossover():
@@ -136,5 +151,43 @@ def test_claims_eight_and_nine_follow_the_ratios_and_memory_growth():
 def test_table_has_one_row_per_claim_with_its_plot():
     m = measurements()
     text = table(verdicts(m), m)
-    assert text.count("\n| ") == 9 + 1  # header and nine claims
+    assert text.count("\n| ") == 10 + 1  # header and ten claims
     assert "[complexity.png](claims/complexity.png)" in text and "**holds**" in text
+
+
+def test_overtakes_interpolates_where_the_variant_becomes_cheaper():
+    long = measurements()["long"]
+    assert overtakes(long, "transformer", "transformer_sparse", "forward_flops") == 64  # cheaper from the first T
+
+    def sparse_after(full, sparse):  # step seconds at T = 64, 128, 256, 512
+        for name, seconds in (("transformer", full), ("transformer_sparse", sparse)):
+            for row, value in zip(long[name]["rows"], seconds):
+                row["step_seconds"] = value
+        return overtakes(long, "transformer", "transformer_sparse", "step_seconds")
+
+    assert sparse_after([1, 2, 4, 8], [9, 9, 9, 9]) is None  # never cheaper
+    assert sparse_after([1, 2, 4, 8], [9, 9, 4, 2]) == pytest.approx(256)  # as dear at 256, cheaper at 512
+    assert sparse_after([1, 2, 4, 8], [9, 9, 8, 2]) == pytest.approx(256 * 2 ** (1 / 3))  # 2x dearer, then 4x cheaper
+    assert sparse_after([1, 2, 4, 8], [0.5, 4, 1, 1]) == pytest.approx(128 * 2 ** (1 / 3))  # cheaper again from 256
+    assert sparse_after([1, 2, 4, 8], [0.5, 1, 2, 9]) is None  # falls behind at the longest T
+
+
+def test_claim_ten_needs_linear_growth_and_a_crossover():
+    m = measurements()
+    text = verdicts(m)[9]["measurement"]
+    assert "FLOPs transformer 1.88, linformer 1.00, sparse 1.00;" in text
+    assert "in FLOPs from linformer T = 64, sparse T = 64" in text
+    assert "in step time from linformer T = 64" in text and "linformer 0.83 / 0.40" in text
+    for row in m["long"]["transformer_sparse"]["rows"]:
+        row["step_seconds"] = 10.0  # never faster than full attention (2.7 s at T = 512)
+    assert verdict_of(m, 10) == CAVEAT and "sparse never in the sweep" in verdicts(m)[9]["measurement"]
+    for row in m["long"]["transformer_linformer"]["rows"]:
+        row["forward_flops"] = row["length"] ** 2  # quadratic after all
+    assert verdict_of(m, 10) == FAILS
+
+
+def test_the_long_sweep_is_drawn_with_every_variant():
+    from nmtbench import figures
+
+    png = figures.long_attention(measurements()["long"], 16)
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000

@@ -3,13 +3,17 @@ import torch
 from torch import nn
 
 from helpers.models import PAD, TRANSFORMER, V, make_tiny_model
+from helpers.project import ROOT
 from nmtbench.analysis.complexity import (
     DependencyTracker,
     activation_bytes,
     layer_parameters,
+    long_sweep,
     path_length,
     sequential_steps,
+    sweep,
 )
+from nmtbench.config import load_params
 from nmtbench.models.flops import flop_counter, training_step_flops
 from nmtbench.models.registry import build_model
 from nmtbench.models.transformer import MultiHeadAttention
@@ -116,3 +120,37 @@ def test_training_step_flops_grow_linearly_for_rnn_and_faster_for_attention():
     attention_flops = [sum(training_step_flops(transformer, *batch(T))) for T in (8, 16, 32)]
     assert rnn_flops[2] - rnn_flops[1] == 2 * (rnn_flops[1] - rnn_flops[0])  # exactly linear in T
     assert attention_flops[2] - attention_flops[1] > 2 * (attention_flops[1] - attention_flops[0])  # a T^2 term
+
+
+def test_layer_parameters_leave_out_linformer_length_projections():
+    model = make_tiny_model("transformer_linformer")  # E and F: 2 layers x 2 heads x k 5 x 16 positions, twice
+    assert model.num_parameters() - layer_parameters(model) == model.embed.weight.numel() + 2 * 2 * 2 * 5 * 16
+
+
+def test_long_sweep_costs_grow_linearly_for_linformer_and_sparse_and_faster_for_full_attention(monkeypatch):
+    import nmtbench.analysis.complexity as complexity
+
+    monkeypatch.setattr(complexity, "step_seconds", lambda *args: 0.0)  # timing is not what this test checks
+    cfg = load_params(ROOT / "params.yaml").analyze.model_copy(
+        update={"width": 16, "long_lengths": [8, 16, 24], "batch_size": 1, "repeats": 1})
+    long = long_sweep(cfg)
+    assert list(long) == ["transformer", "transformer_linformer", "transformer_sparse"]
+    for name, result in long.items():
+        assert [row["length"] for row in result["rows"]] == [8, 16, 24]
+        flops = [row["forward_flops"] + row["backward_flops"] for row in result["rows"]]
+        if name == "transformer":
+            assert flops[2] - flops[1] > flops[1] - flops[0] > 0  # a T^2 term
+        else:
+            assert flops[2] - flops[1] == flops[1] - flops[0] > 0  # exactly linear in T
+
+
+def test_the_main_sweep_leaves_the_attention_variants_to_the_long_sweep(monkeypatch):
+    import nmtbench.analysis.complexity as complexity
+
+    monkeypatch.setattr(complexity, "measure", lambda model, length, cfg, generator: {"length": length})
+    analyze = load_params(ROOT / "params.yaml").analyze
+    models = {name: analyze.models[name] for name in ("transformer", "transformer_linformer", "transformer_sparse")}
+    cfg = analyze.model_copy(update={"models": models, "width": 8, "param_widths": [8, 16]})
+    assert list(sweep(cfg)) == ["transformer"]
+    roles = {**cfg.roles, "sinusoidal": "transformer_sparse"}  # a model with another role is swept too
+    assert list(sweep(cfg.model_copy(update={"roles": roles}))) == ["transformer", "transformer_sparse"]

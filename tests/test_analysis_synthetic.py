@@ -14,12 +14,11 @@ from nmtbench.analysis.synthetic import (
     make_pair,
     train_pairs,
 )
-from nmtbench.config import AnalyzeConfig
+from nmtbench.config import ANALYZE_ROLES, AnalyzeConfig
 from nmtbench.data.tokenizer import EOS
 
 MODELS = {"t": {"family": "transformer", "d_model": 8, "heads": 2, "layers": 1, "d_ff": 16}}
-ROLES = dict.fromkeys(("rnn", "gru", "lstm", "transformer", "cnn", "bottleneck", "attention", "sinusoidal",
-                       "learned", "decoder_only", "encoder_decoder"), "t")
+ROLES = dict.fromkeys(ANALYZE_ROLES, "t")
 
 
 def config(**overrides) -> AnalyzeConfig:

@@ -7,7 +7,7 @@ from nmtbench.config import ConfigError
 from nmtbench.decoding.search import greedy
 from nmtbench.models.attention import ATTENTION_KINDS
 from nmtbench.models.registry import FAMILIES, build_model
-from nmtbench.models.transformer import NORMS, POSITIONS
+from nmtbench.models.transformer import NORMS, POSITIONS, SELF_ATTENTION
 
 ATTENTIVE = [name for name, block in TINY_VARIANTS.items() if block.get("attention", "dot") != "none"]
 
@@ -121,6 +121,17 @@ def test_bidirectional_encoder_sees_the_future_and_unidirectional_does_not():
     ({"family": "decoder_only", "positions": "relative"},
      "models.bad.positions: 'relative' is not valid; choose one of sinusoidal, learned"),
     ({"family": "transformer", "d_model": 10, "heads": 4}, "d_model (10) must be divisible by heads (4)"),
+    ({"family": "transformer", "self_attention": "bigbird"}, "choose one of full, linformer, sparse"),
+    ({"family": "transformer", "window": 4},
+     "models.bad.window: only read when self_attention is sparse; remove it or set self_attention: sparse"),
+    ({"family": "transformer", "self_attention": "sparse", "linformer_k": 8},
+     "models.bad.linformer_k: only read when self_attention is linformer"),
+    ({"family": "transformer", "self_attention": "linformer", "linformer_sharing": "all"},
+     "choose one of none, headwise, key_value, layerwise"),
+    ({"family": "transformer", "self_attention": "sparse", "positions": "relative"},
+     "models.bad.positions: relative positions need self_attention full"),
+    ({"family": "transformer", "self_attention": "sparse", "block_size": 0}, "block_size must be positive"),
+    ({"family": "decoder_only", "self_attention": "linformer"}, "'linformer' is not valid; choose one of full"),
     ({"family": "rnn", "hidden": 5}, "unknown key(s) hidden"),
     ({"family": "rnn", "layers": "two"}, "models.bad.layers: expected int, got 'two'"),
 ])
@@ -144,6 +155,59 @@ def test_relative_attention_logits_depend_only_on_distance():
 
 
 
+def test_sparse_pattern_sees_the_window_the_global_tokens_and_its_random_block():
+    from nmtbench.models.efficient_attention import SparsePattern
+
+    key_mask = torch.tensor([[True] * 6 + [False] * 2])  # a sentence of 6 tokens, padded to 8
+    table = torch.tensor([[2], [0], [1], [3]])  # query block b sees key block table[b], blocks of 2 tokens
+    pattern = SparsePattern(key_mask, 1, 1, global_tokens=1, table=table, block_size=2)
+    window = torch.arange(8)[:, None] - 1 + torch.arange(3)  # (S, 3) keys i-1, i, i+1
+    keys = torch.cat([window, torch.zeros(8, 1, dtype=torch.long), pattern.random[0]], dim=1)
+    seen = [sorted(keys[i][pattern.visible[0, 0, i]].tolist()) for i in range(8)]
+    # query 4 is in block 2, whose random block 1 holds tokens 2 and 3; token 3 is already in its window
+    assert seen[4] == [0, 2, 3, 4, 5]
+    assert seen[0] == [0, 1, 4, 5] and seen[1] == [0, 1, 2, 4, 5]  # token 0 counts once: window, not global
+    # block 3's random block 3 (tokens 6, 7) wraps to 0, 1 in a sentence of 6; 0 is global already
+    assert seen[6] == [0, 1, 5] and seen[7] == [0, 1]  # query 7 is padding: no window key is real
+
+
+@pytest.mark.parametrize("block", [{"self_attention": "sparse", "window": 8, "global_tokens": 0, "random_blocks": 0},
+                                   {"self_attention": "sparse", "window": 0, "global_tokens": 8, "random_blocks": 0},
+                                   {"self_attention": "sparse", "window": 0, "global_tokens": 0, "random_blocks": 8,
+                                    "block_size": 1}])
+def test_sparse_attention_that_sees_every_key_is_full_attention(block):
+    from helpers.models import TRANSFORMER
+
+    src, mask, tgt = batch()
+    full = make_tiny_model("transformer_post")
+    sparse = build_model("s", {**TRANSFORMER, **block, "max_positions": 16}, V, PAD).eval()
+    if block["random_blocks"]:  # every random block a different token: 8 of them cover the 7 positions
+        sparse.random_blocks.copy_(torch.arange(8).expand(16, 8))
+    sparse.load_state_dict({**full.state_dict(), "random_blocks": sparse.random_blocks})
+    assert torch.allclose(sparse(src, mask, tgt), full(src, mask, tgt), atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["transformer_linformer", "transformer_sparse"])
+def test_efficient_encoder_flops_grow_linearly_in_the_source_length(name):
+    from nmtbench.models.flops import flop_counter
+
+    model = make_tiny_model(name)
+    counts = []
+    for length in (4, 8, 12, 16):
+        src = torch.randint(4, V, (1, length))
+        with flop_counter() as counter:
+            model.encode(src, src != PAD)
+        counts.append(counter.get_total_flops())
+    assert counts[3] - counts[2] == counts[2] - counts[1] == counts[1] - counts[0] > 0
+
+
+def test_linformer_needs_the_source_within_max_positions():
+    model = make_tiny_model("transformer_linformer")
+    src = torch.randint(4, V, (1, 17))
+    with pytest.raises(ValueError, match="sequence of 17 tokens exceeds max_positions 16 of the Linformer"):
+        model.encode(src, src != PAD)
+
+
 def test_the_shared_tests_cover_every_family_and_option():
     blocks = TINY_VARIANTS.values()
     assert {b["family"] for b in blocks} == set(FAMILIES)
@@ -152,3 +216,6 @@ def test_the_shared_tests_cover_every_family_and_option():
     transformers = [b for b in blocks if b["family"] == "transformer"]
     assert {b.get("positions", "sinusoidal") for b in transformers} == set(POSITIONS)
     assert {b.get("norm", "post") for b in transformers} == set(NORMS)
+    assert {b.get("self_attention", "full") for b in transformers} == set(SELF_ATTENTION)
+    assert {b.get("linformer_sharing") for b in transformers} >= {"none", "layerwise"}
+    assert any(b.get("decoder_window") for b in transformers)

@@ -88,7 +88,8 @@ def test_scores_are_the_teacher_forced_log_probability_over_the_penalty(name, pe
             assert h.score == pytest.approx(log_prob / penalty_at_length, abs=1e-4)
 
 
-@pytest.mark.parametrize("name", ["lstm_additive", "transformer_post", "decoder_only", "cnn"])
+@pytest.mark.parametrize("name", ["lstm_additive", "transformer_post", "transformer_linformer", "transformer_sparse",
+                                  "decoder_only", "cnn"])
 def test_a_wide_beam_finds_the_exhaustive_best(name):
     vocab, budget = 6, 3  # every output of at most 3 tokens: 1 + 5 + 25 + 125 ended ones and 125 cut off
     torch.manual_seed(1)

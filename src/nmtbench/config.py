@@ -308,7 +308,7 @@ class BeamSweepConfig(Block):
 
 # what each claim compares: analyze.roles maps every role to one of analyze.models
 ANALYZE_ROLES = ("rnn", "gru", "lstm", "transformer", "cnn", "bottleneck", "attention", "sinusoidal", "learned",
-                 "decoder_only", "encoder_decoder")
+                 "decoder_only", "encoder_decoder", "linformer", "sparse")
 
 
 class AnalyzeConfig(Block):
@@ -320,6 +320,9 @@ class AnalyzeConfig(Block):
                                        description="expected at least two positive integers, got {value!r}")
     lengths: PositiveInts = Field([8, 16, 32, 64, 128, 256, 512, 1024], min_length=2,
                                   description="expected at least two positive integers, got {value!r}")
+    # T of the long sweep: transformer, linformer and sparse with a one-token target (claims 1, 9, 10)
+    long_lengths: PositiveInts = Field([256, 512, 1024, 2048, 4096], min_length=2,
+                                       description="expected at least two positive integers, got {value!r}")
     batch_size: int = Field(4, gt=0)
     vocab_size: int = Field(20, ge=8, description="must be at least 8 (4 special tokens and symbols), got {value!r}")
     repeats: int = Field(3, gt=0)
@@ -353,9 +356,10 @@ class AnalyzeConfig(Block):
             raise ConfigError(f"analyze.roles: missing {', '.join(missing)}; name a model of analyze.models for each")
         for role, name in self.roles.items():
             choice(f"analyze.roles.{choice('analyze.roles', role, ANALYZE_ROLES)}", name, self.models)
-        for role in ("bottleneck", "attention", "sinusoidal", "learned", "decoder_only", "encoder_decoder"):
+        for role in ("bottleneck", "attention", "sinusoidal", "learned", "decoder_only", "encoder_decoder",
+                     "linformer", "sparse"):
             if self.roles[role] not in self.synthetic_models:
-                raise ConfigError(f"analyze.synthetic_models: add {self.roles[role]} (role {role} of claims 5-7)")
+                raise ConfigError(f"analyze.synthetic_models: add {self.roles[role]} (role {role} of claims 5-7, 10)")
         for role in ("rnn", "gru", "lstm", "transformer"):
             if self.roles[role] not in self.gradient_models:
                 raise ConfigError(f"analyze.gradient_models: add {self.roles[role]} (role {role} of claim 4)")

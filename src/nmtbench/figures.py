@@ -133,22 +133,29 @@ def _predicted(ax, lengths: list[int], first: float, power: int, label: str) -> 
             linewidth=1, label=label)
 
 
+COSTS = (("forward_flops", "forward FLOPs"), ("activation_bytes", "activation bytes kept for backward"),
+         ("step_seconds", "forward + backward seconds"))
+
+
+def _against_length(ax, sweep: dict, key: str, title: str, width: int) -> None:
+    """One measured figure of every model against T, log-log, with O(T) and O(T^2) through the lowest point."""
+    for name, result in sweep.items():
+        points = [(r["length"], r[key]) for r in result["rows"] if r[key] is not None]
+        if points:
+            ax.plot(*zip(*points), marker="o", markersize=3, label=name)
+    lengths = [r["length"] for r in next(iter(sweep.values()))["rows"]]
+    lowest = min(r[key] for result in sweep.values() for r in result["rows"] if r[key])
+    _predicted(ax, lengths, lowest, 1, "O(T)")
+    _predicted(ax, lengths, lowest, 2, "O(T^2)")
+    ax.axvline(width, color="grey", linewidth=0.5)
+    ax.set(xscale="log", yscale="log", xlabel="T (vertical line: T = d)", title=title)
+
+
 def complexity(sweep: dict, width: int) -> bytes:
-    panels = (("forward_flops", "forward FLOPs"), ("activation_bytes", "activation bytes kept for backward"),
-              ("step_seconds", "forward + backward seconds"), ("sequential_steps", "sequential steps"),
-              ("path_length", "path length, first to last position"))
+    panels = (*COSTS, ("sequential_steps", "sequential steps"), ("path_length", "path length, first to last position"))
     fig, axes = _pyplot().subplots(2, 3, figsize=(15, 8))
     for ax, (key, title) in zip(axes.flat, panels):
-        for name, result in sweep.items():
-            points = [(r["length"], r[key]) for r in result["rows"] if r[key] is not None]
-            if points:
-                ax.plot(*zip(*points), marker="o", markersize=3, label=name)
-        lengths = [r["length"] for r in next(iter(sweep.values()))["rows"]]
-        lowest = min(r[key] for result in sweep.values() for r in result["rows"] if r[key])
-        _predicted(ax, lengths, lowest, 1, "O(T)")
-        _predicted(ax, lengths, lowest, 2, "O(T^2)")
-        ax.axvline(width, color="grey", linewidth=0.5)
-        ax.set(xscale="log", yscale="log", xlabel="T (vertical line: T = d)", title=title)
+        _against_length(ax, sweep, key, title, width)
     axes.flat[0].legend(fontsize=7)
     params = axes.flat[-1]
     for name, result in sweep.items():
@@ -157,6 +164,15 @@ def complexity(sweep: dict, width: int) -> bytes:
     first = min(min(r["layer_params_by_width"].values()) for r in sweep.values())
     _predicted(params, widths, first, 2, "O(d^2)")
     params.set(xscale="log", yscale="log", xlabel="d", title="parameters against width")
+    return _png(fig)
+
+
+def long_attention(long: dict, width: int) -> bytes:
+    """The long sweep: full, Linformer and sparse encoder self-attention, a source of T tokens, one target token."""
+    fig, axes = _pyplot().subplots(1, 3, figsize=(15, 4.5))
+    for ax, (key, title) in zip(axes, COSTS):
+        _against_length(ax, long, key, f"{title}, one-token target", width)
+    axes[0].legend(fontsize=7)
     return _png(fig)
 
 

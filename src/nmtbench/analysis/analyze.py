@@ -8,7 +8,7 @@ import torch
 
 from nmtbench import figures
 from nmtbench.analysis.claims import table, verdicts
-from nmtbench.analysis.complexity import sweep
+from nmtbench.analysis.complexity import long_sweep, sweep
 from nmtbench.analysis.gradients import probe
 from nmtbench.analysis.sizing import at_width
 from nmtbench.analysis.synthetic import run_tasks
@@ -37,10 +37,12 @@ def analyze(params: Params, tokenized_dir: Path = Path("data/tokenized"),
     read_vocab(tokenized_dir)
     measurements = {"width": cfg.width, "device": device_name(cfg.device), "train_length": cfg.train_length,
                     "min_length": cfg.min_length, "span_threshold": cfg.span_threshold, "roles": cfg.roles,
-                    "complexity": sweep(cfg), "gradients": probe(cfg, tokenized_dir), "synthetic": run_tasks(cfg)}
+                    "complexity": sweep(cfg), "long": long_sweep(cfg), "gradients": probe(cfg, tokenized_dir),
+                    "synthetic": run_tasks(cfg)}
     rows = verdicts(measurements)
     with atomic_dir(out_dir / "claims") as plot_dir:
         write_bytes(plot_dir / "complexity.png", figures.complexity(measurements["complexity"], cfg.width))
+        write_bytes(plot_dir / "long_attention.png", figures.long_attention(measurements["long"], cfg.width))
         write_bytes(plot_dir / "gradients.png", figures.gradients(measurements["gradients"]))
         write_bytes(plot_dir / "synthetic.png", figures.synthetic(measurements["synthetic"], cfg.train_length))
     write_json(out_dir / "claims.json", {"verdicts": rows, "measurements": measurements})

@@ -61,6 +61,32 @@ def crossover(sweep: dict, attention: str, recurrent: str) -> float | None:
     return None if b <= 0 else float(recurrent_flops[-1] / lengths[-1] / b)
 
 
+def overtakes(sweep: dict, full: str, variant: str, key: str) -> float | None:
+    """The T beyond which variant costs less than full, interpolated on log T between the two swept lengths
+    around it; the first length if it is cheaper from the start, None if it never is or falls behind again."""
+    lengths, ours = column(sweep, variant, key)
+    _, theirs = column(sweep, full, key)
+    cheaper = [a < b for a, b in zip(ours, theirs)]
+    if not cheaper[-1]:
+        return None
+    first = len(cheaper) - cheaper[::-1].index(False) if False in cheaper else 0  # cheaper from here to the end
+    if first == 0:
+        return float(lengths[0])
+    (t1, t2), (g1, g2) = lengths[first - 1:first + 1], [math.log(theirs[i] / ours[i]) for i in (first - 1, first)]
+    return math.exp(math.log(t1) + (math.log(t2) - math.log(t1)) * -g1 / (g2 - g1))  # where the log ratio is 0
+
+
+def long_setting(m: dict) -> str:
+    """What the long sweep measures: an encoder of T tokens under a one-token target."""
+    return f"the encoder up to T = {m['long'][m['roles']['transformer']]['rows'][-1]['length']} (one-token target)"
+
+
+def long_orders(m: dict, key: str) -> str:
+    """Growth orders at the longest T of the long sweep."""
+    return ", ".join(f"{role} {fmt(growth(m['long'], m['roles'][role], key))}"
+                     for role in ("transformer", "linformer", "sparse"))
+
+
 def claim_complexity(m: dict) -> dict:
     sweep, roles, d = m["complexity"], m["roles"], m["width"]
     recurrent = {role: growth(sweep, roles[role], "forward_flops") for role in ("rnn", "gru", "lstm")}
@@ -78,7 +104,8 @@ def claim_complexity(m: dict) -> dict:
             f"parameters against d: "
             f"{', '.join(f'{n} {fmt(p)}' for n, p in params.items())} (embedding tables left out); "
             f"attention's T^2 term costs as much per position as the vanilla RNN at T = {fmt(crossing, 0)} "
-            f"(textbook: T = d = {d})")
+            f"(textbook: T = d = {d}); FLOPs growth order of {long_setting(m)}: "
+            f"{long_orders(m, 'forward_flops')}")
     return {"measurement": text, "verdict": verdict, "plot": "claims/complexity.png"}
 
 
@@ -217,8 +244,34 @@ def claim_attention_memory(m: dict) -> dict:
     recurrent = growth(sweep, roles["rnn"], "activation_bytes")
     verdict = HOLDS if order is not None and order >= QUADRATIC else (CAVEAT if order and order > LINEAR[1] else FAILS)
     text = (f"growth order of the activation memory kept for backward at the longest T: transformer {fmt(order)}, "
-            f"rnn {fmt(recurrent)} ({m['device']}; a fused attention kernel keeps no T x T matrix)")
+            f"rnn {fmt(recurrent)} ({m['device']}; a fused attention kernel keeps no T x T matrix); "
+            f"{long_setting(m)}: {long_orders(m, 'activation_bytes')}")
     return {"measurement": text, "verdict": verdict, "plot": "claims/complexity.png"}
+
+
+def claim_efficient_attention(m: dict) -> dict:
+    long, roles, L = m["long"], m["roles"], m["train_length"]
+    full, variants = roles["transformer"], {role: roles[role] for role in ("linformer", "sparse")}
+    flops = {role: growth(long, name, "forward_flops") for role, name in variants.items()}
+    cost = {(role, key): overtakes(long, full, name, key) for role, name in variants.items()
+            for key in ("forward_flops", "step_seconds")}
+    quadratic = (growth(long, full, "forward_flops") or 0) >= QUADRATIC
+    ok_flops = (quadratic and all(map(linear, flops.values()))
+                and None not in (cost[r, "forward_flops"] for r in variants))
+    ok_time = None not in (cost[r, "step_seconds"] for r in variants)
+    verdict = FAILS if not ok_flops else (HOLDS if ok_time else CAVEAT)
+    tasks = list(m["synthetic"])
+    exact = {role: (mean(accuracy_in(m, t, roles[role], m["min_length"], L) for t in tasks),
+                    mean(accuracy_in(m, t, roles[role], L + 1, 2 * L) for t in tasks))
+             for role in ("transformer", "linformer", "sparse")}
+    at = lambda value: "never in the sweep" if value is None else f"T = {value:.0f}"  # noqa: E731
+    text = (f"growth order of {long_setting(m)}: FLOPs {long_orders(m, 'forward_flops')}; step time "
+            f"{long_orders(m, 'step_seconds')}; cheaper than full attention in FLOPs from "
+            + ", ".join(f"{role} {at(cost[role, 'forward_flops'])}" for role in variants)
+            + "; in step time from " + ", ".join(f"{role} {at(cost[role, 'step_seconds'])}" for role in variants)
+            + f" ({m['device']}); exact match over {', '.join(tasks)} within / beyond the trained lengths: "
+            + ", ".join(f"{role} {a:.2f} / {b:.2f}" for role, (a, b) in exact.items()))
+    return {"measurement": text, "verdict": verdict, "plot": "claims/long_attention.png"}
 
 
 CLAIMS = {
@@ -236,6 +289,8 @@ CLAIMS = {
         claim_decoder_only),
     8: ("An LSTM costs several times the memory and compute of a vanilla RNN of the same width", claim_lstm_cost),
     9: ("Attention memory grows as T^2 (the T x T score matrix)", claim_attention_memory),
+    10: ("Linformer and sparse attention grow linearly in T and overtake full attention beyond a crossover length",
+         claim_efficient_attention),
 }
 
 

@@ -1,4 +1,5 @@
-"""The T sweep: parameters, FLOPs, activation memory, step time, sequential steps and path length.
+"""The T sweep: parameters, FLOPs, activation memory, step time, sequential steps and path length; and
+the long sweep of the attention variants: FLOPs, memory and time of an encoder of up to thousands of tokens.
 
 Sequential steps and path length are read off the computation itself, never typed in: a dispatch mode
 follows every tensor op of a run and counts chains of dependent ops (`DependencyTracker`). The
@@ -21,6 +22,7 @@ from torch.utils.weak import WeakTensorKeyDictionary
 from nmtbench.analysis.sizing import build_at_width
 from nmtbench.config import AnalyzeConfig
 from nmtbench.data.tokenizer import BOS, PAD
+from nmtbench.models.efficient_attention import LengthProjection
 from nmtbench.models.flops import training_step_flops
 from nmtbench.models.interface import Seq2Seq
 
@@ -174,35 +176,67 @@ def peak_bytes(model: Seq2Seq, src, src_mask, tgt_in) -> int | None:
 
 def layer_parameters(model: Seq2Seq) -> int:
     """Parameters outside embedding and position tables (the output projection tied to the embedding
-    included): the layers' own, which the O(d^2) claim is about."""
+    included, Linformer's length projections too: they grow with the length, not with d): the layers'
+    own, which the O(d^2) claim is about."""
     tables = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+    tables |= {id(p) for m in model.modules() if isinstance(m, LengthProjection) for p in m.parameters()}
     return sum(p.numel() for p in model.parameters() if id(p) not in tables)
+
+
+def random_batch(cfg: AnalyzeConfig, generator: torch.Generator, src_len: int, tgt_len: int) -> tuple:
+    """(src, src_mask, tgt_in) of random symbols, no padding, the target starting with bos."""
+    src = torch.randint(BOS + 2, cfg.vocab_size, (cfg.batch_size, src_len), generator=generator).to(cfg.device)
+    tgt_in = torch.randint(BOS + 2, cfg.vocab_size, (cfg.batch_size, tgt_len), generator=generator).to(cfg.device)
+    tgt_in[:, 0] = BOS
+    return src, src != PAD, tgt_in
+
+
+def costs(model: Seq2Seq, batch: tuple, cfg: AnalyzeConfig) -> dict:
+    """FLOPs, activation memory and time of a training step on batch."""
+    forward, backward = training_step_flops(model, *batch)
+    return {"forward_flops": forward, "backward_flops": backward, "activation_bytes": activation_bytes(model, *batch),
+            "peak_bytes": peak_bytes(model, *batch), "step_seconds": step_seconds(model, *batch, cfg.repeats)}
 
 
 def measure(model: Seq2Seq, length: int, cfg: AnalyzeConfig, generator: torch.Generator) -> dict:
     """Every figure of one model at one sequence length (source and target both `length` tokens)."""
-    shape = (cfg.batch_size, length)
-    src = torch.randint(BOS + 2, cfg.vocab_size, shape, generator=generator).to(cfg.device)
-    tgt_in = torch.randint(BOS + 2, cfg.vocab_size, shape, generator=generator).to(cfg.device)
-    tgt_in[:, 0] = BOS
-    src_mask = src != PAD
-    forward, backward = training_step_flops(model, src, src_mask, tgt_in)
-    return {"length": length, "forward_flops": forward, "backward_flops": backward,
-            "activation_bytes": activation_bytes(model, src, src_mask, tgt_in),
-            "peak_bytes": peak_bytes(model, src, src_mask, tgt_in),
-            "step_seconds": step_seconds(model, src, src_mask, tgt_in, cfg.repeats),
-            "sequential_steps": sequential_steps(model, src, src_mask, tgt_in),
-            "path_length": path_length(model, src, src_mask, tgt_in)}
+    batch = random_batch(cfg, generator, length, length)
+    return {"length": length, **costs(model, batch, cfg), "sequential_steps": sequential_steps(model, *batch),
+            "path_length": path_length(model, *batch)}
+
+
+def measured_model(name: str, cfg: AnalyzeConfig) -> Seq2Seq:
+    torch.manual_seed(cfg.seed)
+    return build_at_width(name, cfg.models[name], cfg.width, cfg.vocab_size, PAD).to(cfg.device).eval()
+
+
+LONG_ROLES = ("transformer", "linformer", "sparse")
 
 
 def sweep(cfg: AnalyzeConfig) -> dict:
-    """{model: {"params": count, "layer_params_by_width": {d: count}, "rows": [measure() per length]}}."""
+    """{model: {"params": count, "layer_params_by_width": {d: count}, "rows": [measure() per length]}} of every
+    model but those that only the long sweep measures (roles linformer and sparse: with the decoder's full
+    attention on a target of T tokens, this sweep would measure the decoder)."""
+    variants = {cfg.roles["linformer"], cfg.roles["sparse"]}
+    others = {name for role, name in cfg.roles.items() if role not in ("linformer", "sparse")}
     result = {}
     for name, block in cfg.models.items():
-        torch.manual_seed(cfg.seed)
+        if name in variants - others:
+            continue
         by_width = {d: layer_parameters(build_at_width(name, block, d, cfg.vocab_size, PAD)) for d in cfg.param_widths}
-        model = build_at_width(name, block, cfg.width, cfg.vocab_size, PAD).to(cfg.device).eval()
-        generator = torch.Generator().manual_seed(cfg.seed)
+        model, generator = measured_model(name, cfg), torch.Generator().manual_seed(cfg.seed)
         rows = [measure(model, length, cfg, generator) for length in cfg.lengths]
         result[name] = {"params": model.num_parameters(), "layer_params_by_width": by_width, "rows": rows}
+    return result
+
+
+def long_sweep(cfg: AnalyzeConfig) -> dict:
+    """{model: {"rows": [costs per length]}} of the roles transformer, linformer and sparse at
+    analyze.long_lengths: a source of T tokens and a one-token target, so what grows is the encoder's
+    self-attention (the decoder's and the cross-attention stay full in every variant)."""
+    result = {}
+    for name in (cfg.roles[role] for role in LONG_ROLES):
+        model, generator = measured_model(name, cfg), torch.Generator().manual_seed(cfg.seed)
+        result[name] = {"rows": [{"length": T, **costs(model, random_batch(cfg, generator, T, 1), cfg)}
+                                 for T in cfg.long_lengths]}
     return result

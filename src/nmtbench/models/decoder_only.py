@@ -29,6 +29,7 @@ class DecoderOnlyConfig(TransformerConfig):
     def validate(self, where: str) -> None:
         super().validate(where)
         choice(f"{where}.positions", self.positions, POSITIONS)
+        choice(f"{where}.self_attention", self.self_attention, ("full",))  # one causal stream: no encoder to thin
 
 
 class DecoderOnlySeq2Seq(Seq2Seq):

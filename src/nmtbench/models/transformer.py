@@ -1,10 +1,16 @@
 """Transformer encoder-decoder (Vaswani et al. 2017), post-norm as in the paper or pre-norm, with
-sinusoidal, learned or relative (Shaw et al. 2018) positions.
+sinusoidal, learned or relative (Shaw et al. 2018) positions, and full, Linformer or sparse encoder
+self-attention (models/efficient_attention.py).
 
 Everything for the family's forward pass is in this file; the decoder-only model reuses its layers.
 Incremental decoding caches, per decoder layer, the self-attention keys and values of the target prefix
 and the cross-attention keys and values of the source, so a step costs O(t d) attention work instead of
 re-running the prefix.
+
+Linformer touches only the encoder: a length projection of the decoder's keys would mix future target
+positions into every row, and the source is already encoded when the decoder attends to it, so causal
+self-attention and cross-attention stay full. Sparse attention may give the decoder a causal window
+(`decoder_window`), whose cache then keeps only the last window + 1 keys.
 """
 from __future__ import annotations
 
@@ -15,10 +21,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from nmtbench.config import Block, ConfigError, choice
+from nmtbench.models.efficient_attention import SparsePattern, check_length, length_projections, random_table
 from nmtbench.models.interface import DecoderState, Seq2Seq
 
 NORMS = ("post", "pre")
 POSITIONS = ("sinusoidal", "learned", "relative")
+SELF_ATTENTION = ("full", "linformer", "sparse")
+SHARING = ("none", "headwise", "key_value", "layerwise")
+VARIANT_KEYS = {"linformer": ("linformer_k", "linformer_sharing"),
+                "sparse": ("window", "global_tokens", "random_blocks", "block_size", "decoder_window")}
 
 
 class TransformerConfig(Block):
@@ -31,10 +42,32 @@ class TransformerConfig(Block):
     dropout: float = 0.1
     max_positions: int = 512  # size of the learned position table; sinusoids have no limit
     relative_clip: int = 16  # relative positions: distances beyond +-clip share one embedding
+    self_attention: str = "full"  # the encoder's: full, linformer or sparse
+    linformer_k: int = 32  # linformer: rows the keys and values are projected to
+    linformer_sharing: str = "headwise"  # linformer: which heads and layers share E and F
+    window: int = 3  # sparse: keys each side of a query
+    global_tokens: int = 2  # sparse: first positions that attend to and are attended by all
+    random_blocks: int = 2  # sparse: random key blocks per query block
+    block_size: int = 3  # sparse: tokens per random block and per query block
+    decoder_window: int = 0  # sparse: earlier target tokens a decoder query sees; 0 = all
 
     def validate(self, where: str) -> None:
         choice(f"{where}.norm", self.norm, NORMS)
         choice(f"{where}.positions", self.positions, POSITIONS)
+        choice(f"{where}.self_attention", self.self_attention, SELF_ATTENTION)
+        choice(f"{where}.linformer_sharing", self.linformer_sharing, SHARING)
+        for variant, keys in VARIANT_KEYS.items():
+            for key in sorted(set(keys) & self.model_fields_set):
+                if self.self_attention != variant:
+                    raise ConfigError(f"{where}.{key}: only read when self_attention is {variant}; "
+                                      f"remove it or set self_attention: {variant}")
+        if self.self_attention != "full" and self.positions == "relative":
+            raise ConfigError(f"{where}.positions: relative positions need self_attention full; "
+                              "use sinusoidal or learned positions with linformer or sparse")
+        if min(self.linformer_k, self.block_size) < 1 or min(self.window, self.global_tokens, self.random_blocks,
+                                                             self.decoder_window) < 0:
+            raise ConfigError(f"{where}: linformer_k and block_size must be positive, window, global_tokens, "
+                              "random_blocks and decoder_window zero or more")
         if self.d_model % self.heads:
             raise ConfigError(f"{where}: d_model ({self.d_model}) must be divisible by heads ({self.heads})")
         if min(self.d_model, self.heads, self.layers, self.d_ff, self.max_positions, self.relative_clip) < 1:
@@ -83,7 +116,7 @@ class MultiHeadAttention(nn.Module):
         return self.split(self.k(x)), self.split(self.v(x))
 
     def forward(self, x, k, v, mask, need_weights: bool = False, positions=None):
-        """x (B, T, d) attends to k, v (B, h, S, d/h) where mask (B, 1, T|1, S) is True.
+        """x (B, T, d) attends to k, v (B, h, S, d/h) where mask (B, 1, T|1, S) is True, or as a SparsePattern says.
 
         positions: (query positions (T,), key positions (S,)) for relative attention.
         """
@@ -91,7 +124,9 @@ class MultiHeadAttention(nn.Module):
         if self.relative is not None:  # the bias joins the mask: -inf where masked, q.a elsewhere
             bias = self.relative(q, *positions)
             mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
-        if need_weights:  # the fused kernel does not return weights; compute them explicitly
+        if isinstance(mask, SparsePattern):  # relative positions are refused with it; it gathers the keys itself
+            weights, out = None, mask(q, k, v, self.dropout if self.training else 0.0)
+        elif need_weights:  # the fused kernel does not return weights; compute them explicitly
             scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.size(-1))
             if mask is not None:
                 scores = scores + mask if mask.is_floating_point() else scores.masked_fill(~mask, float("-inf"))
@@ -128,8 +163,9 @@ class Sublayer(nn.Module):
 class Layer(nn.Module):
     """Self-attention, then (in an encoder-decoder's decoder) attention to the source, then feed-forward."""
 
-    def __init__(self, cfg: TransformerConfig, cross: bool):
+    def __init__(self, cfg: TransformerConfig, cross: bool, length_projection=None, cache_limit: int = 0):
         super().__init__()
+        self.length_projection, self.cache_limit = length_projection, cache_limit
         pre = cfg.norm == "pre"
         clip = cfg.relative_clip if cfg.positions == "relative" else 0
         self.self_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.dropout, clip)
@@ -142,7 +178,9 @@ class Layer(nn.Module):
                 need_weights=False):
         """x (B, T, d) -> (x, (k, v) of the self-attention, weights).
 
-        self_kv: None (keys from x alone) or cached keys and values (B, h, P, d/h) that x's keys extend.
+        self_kv: None (keys from x alone) or cached keys and values (B, h, P, d/h) that x's keys extend;
+        with a cache_limit only its last cache_limit keys are kept (a causal window).
+        self_mask: a boolean mask, or a SparsePattern that picks each query's keys.
         Weights are those of the attention to the source where there is one, else of the self-attention.
         """
         new_kv = []
@@ -151,8 +189,13 @@ class Layer(nn.Module):
             k, v = self.self_attn.project_kv(y)
             if self_kv is not None:
                 k, v = torch.cat([self_kv[0], k], dim=2), torch.cat([self_kv[1], v], dim=2)
+                if self.cache_limit:
+                    k, v = k[:, :, -self.cache_limit:], v[:, :, -self.cache_limit:]
             new_kv.append((k, v))
-            return self.self_attn(y, k, v, self_mask, need_weights and self.cross_attn is None, positions)
+            mask = self_mask
+            if self.length_projection is not None:  # S keys and values -> k rows, none of them padding
+                (k, v), mask = self.length_projection(k, v, self_mask[:, 0, 0]), None
+            return self.self_attn(y, k, v, mask, need_weights and self.cross_attn is None, positions)
 
         x, weights = self.sub_self(x, self_attention)
         if self.cross_attn is not None:
@@ -169,14 +212,18 @@ class TransformerSeq2Seq(Seq2Seq):
         if cfg.positions == "learned":
             self.position_table = nn.Embedding(cfg.max_positions, cfg.d_model)
         self.dropout = nn.Dropout(cfg.dropout)
-        self.encoder_layers = nn.ModuleList(Layer(cfg, cross=False) for _ in range(cfg.layers))
-        self.decoder_layers = nn.ModuleList(Layer(cfg, cross=True) for _ in range(cfg.layers))
+        projections = length_projections(cfg) if cfg.self_attention == "linformer" else [None] * cfg.layers
+        self.encoder_layers = nn.ModuleList(Layer(cfg, False, projection) for projection in projections)
+        window = cfg.decoder_window + 1 if cfg.self_attention == "sparse" and cfg.decoder_window else 0
+        self.decoder_layers = nn.ModuleList(Layer(cfg, True, cache_limit=window) for _ in range(cfg.layers))
         # pre-norm leaves the residual stream unnormalised, so it ends each stack with a norm
         final_norm = (lambda: nn.LayerNorm(cfg.d_model)) if cfg.norm == "pre" else nn.Identity
         self.encoder_norm, self.decoder_norm = final_norm(), final_norm()
         self.output = nn.Linear(cfg.d_model, vocab_size, bias=False)
         self.output.weight = self.embed.weight
         nn.init.normal_(self.embed.weight, std=cfg.d_model ** -0.5)
+        if cfg.self_attention == "sparse":  # drawn from the model's seed and saved with it: it decodes alike twice
+            self.register_buffer("random_blocks", random_table(cfg))
 
     def _embed(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """tokens (B, T) at positions (T,) or (B, T) -> (B, T, d); relative positions add nothing here."""
@@ -194,6 +241,10 @@ class TransformerSeq2Seq(Seq2Seq):
         positions = torch.arange(src.size(1), device=src.device)
         x = self._embed(src, positions)  # (B, S, d)
         mask = src_mask[:, None, None, :]  # (B, 1, 1, S)
+        if self.cfg.self_attention == "sparse":
+            check_length(src.size(1), self.cfg.max_positions, "the random block table")
+            mask = SparsePattern(src_mask, self.cfg.window, self.cfg.window, self.cfg.global_tokens,
+                                 self.random_blocks, self.cfg.block_size)
         for layer in self.encoder_layers:
             x, _, _ = layer(x, mask, positions=(positions, positions))
         return self.encoder_norm(x)
@@ -202,6 +253,8 @@ class TransformerSeq2Seq(Seq2Seq):
         positions = torch.arange(tgt_in.size(1), device=tgt_in.device)
         x = self._embed(tgt_in, positions)  # (B, T, d)
         causal = positions[None, :] <= positions[:, None]  # (T, T): query t sees keys up to t
+        if self.decoder_layers[0].cache_limit:  # query t sees keys t - decoder_window .. t
+            causal = SparsePattern(torch.ones_like(tgt_in, dtype=torch.bool), self.cfg.decoder_window, 0)
         cross_mask = src_mask[:, None, None, :]
         for layer in self.decoder_layers:
             x, _, _ = layer(x, causal, positions=(positions, positions),
