@@ -20,14 +20,20 @@ def padded(rows, extra=0):
 
 
 @torch.no_grad()
-def sequence_log_prob(model, row, tokens, ended):
-    """Teacher-forced log-probability of tokens (+ eos when ended) given the source row."""
-    src, mask = padded([row])
-    target = tokens + [EOS] if ended else tokens
-    if not target:
-        return 0.0
-    log_probs = model(src, mask, torch.tensor([[BOS] + target[:-1]])).log_softmax(-1)[0]  # (T, V)
-    return float(log_probs.gather(1, torch.tensor(target)[:, None]).sum())
+def teacher_forced_log_probs(model, row, outputs):
+    """Log-probability of each output (tokens, ended) given the source row, + eos when ended, in one batch.
+
+    The decoders are causal, so padding after an output's last token leaves its log-probabilities alone.
+    """
+    targets = [tokens + [EOS] if ended else tokens for tokens, ended in outputs]
+    width = max(1, *map(len, targets))
+    src, mask = padded([row] * len(targets))
+    inputs = torch.tensor([([BOS] + target[:-1] + [PAD] * width)[:width] for target in targets])
+    log_probs = model(src, mask, inputs).log_softmax(-1)  # (N, T, V)
+    gold = torch.tensor([target + [PAD] * (width - len(target)) for target in targets])  # (N, T)
+    picked = log_probs.gather(2, gold[..., None])[..., 0]  # (N, T)
+    lengths = torch.tensor([len(target) for target in targets])
+    return picked.masked_fill(torch.arange(width) >= lengths[:, None], 0.0).sum(1).tolist()
 
 
 def test_max_lengths_is_a_times_source_length_plus_b():
@@ -81,8 +87,7 @@ def test_scores_are_the_teacher_forced_log_probability_over_the_penalty(name, pe
                           penalty=penalty, alpha=alpha)
     for row, hyps in zip(rows, results):
         assert len(hyps) == 3 and [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
-        for h in hyps:
-            log_prob = sequence_log_prob(model, row, h.tokens, h.ended)
+        for h, log_prob in zip(hyps, teacher_forced_log_probs(model, row, [(h.tokens, h.ended) for h in hyps])):
             assert h.log_prob == pytest.approx(log_prob, abs=1e-4)
             penalty_at_length = length_penalty(penalty, alpha, len(h.tokens) + h.ended)
             assert h.score == pytest.approx(log_prob / penalty_at_length, abs=1e-4)
@@ -96,13 +101,11 @@ def test_a_wide_beam_finds_the_exhaustive_best(name):
     model = build_model(name, TINY_VARIANTS[name], vocab, PAD).eval()
     row = [4, 5, 4]
     src, mask = padded([row])
-    candidates = []
     others = [t for t in range(vocab) if t != EOS]
-    for length in range(budget + 1):
-        for tokens in itertools.product(others, repeat=length):
-            candidates.append((sequence_log_prob(model, row, list(tokens), True), list(tokens)))
-            if length == budget:
-                candidates.append((sequence_log_prob(model, row, list(tokens), False), list(tokens)))
+    outputs = [(list(tokens), ended) for length in range(budget + 1)
+               for tokens in itertools.product(others, repeat=length)
+               for ended in ((True, False) if length == budget else (True,))]
+    candidates = zip(teacher_forced_log_probs(model, row, outputs), (tokens for tokens, _ in outputs))
     best_log_prob, best_tokens = max(candidates)
     (found,) = beam_search(model, src, mask, BOS, EOS, torch.tensor([budget]), beam=vocab ** budget, penalty="none")
     assert found[0].tokens == best_tokens

@@ -281,34 +281,38 @@ class Crash(Exception):
     pass
 
 
-@pytest.mark.parametrize("crash_at", [2, 3, 4])  # mid-epoch, on the last batch of epoch 0, mid-epoch 1
-def test_a_crashed_run_resumes_to_the_uninterrupted_result(project, tmp_path, monkeypatch, capfd, crash_at):
+def test_a_run_crashed_again_and_again_resumes_to_the_uninterrupted_result(project, tmp_path, monkeypatch, capfd):
+    """Crashes mid-epoch 0, on its last batch and mid-epoch 1, each resuming the run resumed before."""
     monkeypatch.setenv("WANDB_MODE", "disabled")
     params = set_train_params(checkpoint_every_steps=1, deterministic=True, max_epochs=3)
     whole = train(params, "tiny", root=tmp_path / "whole")
 
     step = TranslationModule.training_step
-    def crash(module, batch, batch_idx):
-        if module.global_step == crash_at:
-            raise Crash  # as a kill would, after last.ckpt of step crash_at
-        return step(module, batch, batch_idx)
-    monkeypatch.setattr(TranslationModule, "training_step", crash)
-    with pytest.raises(Crash):
-        train(params, "tiny")
+    for crash_at in (2, 3, 4):
+        def crash(module, batch, batch_idx, crash_at=crash_at):
+            if module.global_step == crash_at:
+                raise Crash  # as a kill would, after last.ckpt of step crash_at
+            return step(module, batch, batch_idx)
+        monkeypatch.setattr(TranslationModule, "training_step", crash)
+        capfd.readouterr()
+        with pytest.raises(Crash):
+            train(params, "tiny")
+        if crash_at > 2:
+            assert f"resuming models/tiny/seed42/unfinished/last.ckpt at step {crash_at - 1}" in capfd.readouterr().err
+        assert torch.load("models/tiny/seed42/unfinished/last.ckpt", weights_only=False)["global_step"] == crash_at
     monkeypatch.setattr(TranslationModule, "training_step", step)
-    assert torch.load("models/tiny/seed42/unfinished/last.ckpt", weights_only=False)["global_step"] == crash_at
     capfd.readouterr()
     resumed = train(params, "tiny")
-    assert f"resuming models/tiny/seed42/unfinished/last.ckpt at step {crash_at}" in capfd.readouterr().err
+    assert "resuming models/tiny/seed42/unfinished/last.ckpt at step 4" in capfd.readouterr().err
     assert without_timings(resumed) == without_timings(whole)
     assert_same_tensors(checkpoint_state("models/tiny/seed42/best.ckpt"),
                         checkpoint_state(tmp_path / "whole/models/tiny/seed42/best.ckpt"))
     assert not Path("models/tiny/seed42/unfinished").exists()
 
 
-def test_a_flop_budget_stops_training_early_and_is_reported(project, tmp_path, monkeypatch):
+def test_a_flop_budget_stops_training_early_and_is_reported(trained, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "disabled")
-    whole = train(project, "tiny", root=tmp_path / "whole")
+    whole = json.loads(Path("metrics/tiny/seed42/train.json").read_text())  # the same run without a budget
     budget = whole["train_flops"] // 2
     params = set_train_params(budget={"kind": "flops", "value": float(budget)})
     spent = train(params, "tiny")
