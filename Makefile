@@ -36,8 +36,13 @@ smoke: $(VENV)/.installed ## the whole pipeline on tiny settings in runs/smoke, 
 lint: $(VENV)/.installed ## ruff on src, tests and benchmarks (style, import order, likely bugs; pyproject.toml [tool.ruff])
 	ruff check src tests benchmarks
 
+# Test files run in parallel, one pytest-xdist worker per core, each file whole on one worker: a module's
+# fixtures (the smoke pipeline of test_pipeline.py) are then built once. TEST_WORKERS=0 runs them in one process.
+TEST_WORKERS ?= auto
+PYTEST := python -m pytest -n $(TEST_WORKERS) --dist loadfile
+
 test: lint chromium ## lint, then every test, the end-to-end smoke pipeline included
-	python -m pytest
+	$(PYTEST)
 
 # The report's browser test needs Chromium: install Debian's package when it is missing and this
 # machine allows (root, apt-get); otherwise say so and let that one test skip.
@@ -48,7 +53,7 @@ chromium:
 	  || echo "make test: no Chromium and no way to install it (needs root and apt-get); the report's browser test skips"
 
 test-fast: $(VENV)/.installed ## unit tests only (skips tests marked slow)
-	python -m pytest -m "not slow"
+	$(PYTEST) -m "not slow"
 
 test-gpu: $(VENV)/.installed ## the GPU lane: tests marked gpu (bf16 training, GPU = CPU decoding, resume, ddp); needs CUDA
 	@python -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else "make test-gpu: torch finds no CUDA GPU; run it on a machine with one and a CUDA build of torch")'
