@@ -90,7 +90,8 @@ def test_a_rerun_of_a_finished_study_trains_nothing(project):
 def test_trials_0_leaves_training_as_it_is(project):
     params = set_tune(project, trials=0)
     assert tune(params, "tiny") == {"model": "tiny", "family": "transformer", "trials": 0, "params": {}}
-    assert not (project / "tuning").exists()
+    assert trials(project, "tiny") == [] and list((project / "tuning/tiny").iterdir()) == [
+        project / "tuning/tiny/trials.json"]  # no study
     assert tuned_params(params, "tiny") == params
 
 
@@ -158,7 +159,7 @@ def test_a_space_that_does_not_fit_the_model_is_refused_in_one_line(project, spa
     ({"space": {"rnn": {"lr": {"high": 1}}}},
      "tune.space.rnn.lr: needs low and high (or choices), e.g. {low: 0.1, high: 0.3}"),
     ({"trials": 2, "budget": {"kind": "none"}}, "tune.budget.kind: none would let one trial run to max_epochs; give "
-                                                "every trial a budget, e.g. {kind: flops, value: 1.1e+13}"),
+                                                "every trial a budget, e.g. {kind: flops, value: 5.5e+12}"),
     ({"budget": {"kind": "time"}}, "tune.budget.value: budget kind time needs a value (seconds for time, FLOPs for "
                                    "flops, e.g. 2.0e+15)"),
     ({"trials": -1}, "tune.trials: must be >= 0, got -1"),
@@ -168,6 +169,16 @@ def test_a_bad_tune_block_is_refused_in_one_line(values, message):
     with pytest.raises(ConfigError) as refused:
         TuneConfig(**values)
     assert str(refused.value) == message
+
+
+def test_trials_need_val_bleu(project):
+    raw = yaml.safe_load((project / "params.yaml").read_text())
+    raw["train"]["val_bleu_sentences"] = 0
+    (project / "params.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError) as refused:
+        load_params()
+    assert str(refused.value) == ("tune.trials: trials are scored by val BLEU, which train.val_bleu_sentences 0 "
+                                  "turns off; set it above 0 (or null for the whole val split)")
 
 
 def test_a_bad_storage_url_is_refused_without_its_password(project):

@@ -395,7 +395,7 @@ class TuneConfig(Block):
     """Equal-budget tuning of every model on validation BLEU (nmtbench.training.tuning, docs/tuning.md)."""
     where: ClassVar[str] = "tune"
     trials: int = Field(0, ge=0)  # 0: no tuning, every model trains with params.yaml's values
-    budget: TrialBudgetConfig = Field(default_factory=lambda: TrialBudgetConfig(kind="flops", value=1.1e13))
+    budget: TrialBudgetConfig = Field(default_factory=lambda: TrialBudgetConfig(kind="flops", value=5.5e12))
     sampler: Literal["tpe", "random"] = "tpe"
     seed: int = Field(0, ge=0)  # the sampler's seed and every trial's training seed
     storage: str | None = None  # an Optuna RDB URL; None: sqlite:///tuning/<model>/study.db
@@ -409,7 +409,7 @@ class TuneConfig(Block):
                       for family, knobs in self.space.items()}
         if self.trials and self.budget.kind == "none":
             raise ConfigError("tune.budget.kind: none would let one trial run to max_epochs; give every trial a "
-                              "budget, e.g. {kind: flops, value: 1.1e+13}")
+                              "budget, e.g. {kind: flops, value: 5.5e+12}")
         return self
 
 
@@ -469,6 +469,9 @@ class Params(Block):
             if model not in (None, *self.models):
                 raise ConfigError(f"{where}: {model!r} is not a model of params.yaml; "
                                   f"choose one of {', '.join(self.models)}")
+        if self.tune.trials and self.train.val_bleu_sentences == 0:
+            raise ConfigError("tune.trials: trials are scored by val BLEU, which train.val_bleu_sentences 0 turns "
+                              "off; set it above 0 (or null for the whole val split)")
         if self.beam_sweep.seed not in self.seeds:
             raise ConfigError(f"beam_sweep.seed: {self.beam_sweep.seed} is not in seeds {self.seeds}; "
                               "choose one of them")

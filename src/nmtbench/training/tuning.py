@@ -23,6 +23,7 @@ from pathlib import Path
 from unittest import mock
 
 import optuna
+import sqlalchemy
 import yaml
 from optuna.trial import TrialState
 
@@ -101,33 +102,39 @@ def tuned_params(params: Params, model: str, tokenized_dir: Path = Path("data/to
 def open_study(cfg: TuneConfig, name: str, folder: Path) -> optuna.Study:
     """The study `name` in tune.storage (default: folder/study.db), created on first use."""
     url = cfg.storage or f"sqlite:///{folder / 'study.db'}"
-    sqlite = url.startswith("sqlite")
+    scheme = url.split(":", 1)[0]  # never the rest in a message: a URL may hold a password
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # the retry callback's
-    try:
-        storage = optuna.storages.RDBStorage(
-            url, {"connect_args": {"timeout": 300}} if sqlite else None,  # workers sharing a file wait their turn
-            heartbeat_interval=cfg.heartbeat_seconds, grace_period=2 * cfg.heartbeat_seconds,
-            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(cfg.retries))
-    except Exception as error:  # SQLAlchemy raises many kinds for a bad URL or a missing driver
-        scheme = url.split(":", 1)[0]  # never the rest: a URL may hold a password
-        raise ConfigError(f"tune.storage: cannot open the {scheme} storage ({type(error).__name__}); give an "
-                          "Optuna RDB URL such as sqlite:///tuning.db or postgresql://user@host/db, with its "
-                          "driver installed") from None
     sampler = (optuna.samplers.TPESampler if cfg.sampler == "tpe" else optuna.samplers.RandomSampler)(seed=cfg.seed)
-    return optuna.create_study(storage=storage, study_name=name, sampler=sampler, direction="maximize",
-                               load_if_exists=True)
+    for attempt in range(1, 6):  # workers starting together race to create the tables and the study
+        try:
+            storage = optuna.storages.RDBStorage(
+                url, {"connect_args": {"timeout": 300}} if scheme == "sqlite" else None,  # SQLite: wait for a lock
+                heartbeat_interval=cfg.heartbeat_seconds, grace_period=2 * cfg.heartbeat_seconds,
+                heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(cfg.retries))
+            return optuna.create_study(storage=storage, study_name=name, sampler=sampler, direction="maximize",
+                                       load_if_exists=True)
+        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError) as error:
+            if attempt == 5:
+                raise ConfigError(f"tune.storage: cannot open the {scheme} storage ({type(error).__name__}); check "
+                                  "that the database is reachable and writable, then rerun") from None
+            time.sleep(attempt)
+        except Exception as error:  # SQLAlchemy raises many kinds for a bad URL or a missing driver
+            raise ConfigError(f"tune.storage: cannot open the {scheme} storage ({type(error).__name__}); give an "
+                              "Optuna RDB URL such as sqlite:///tuning.db or postgresql://user@host/db, with its "
+                              "driver installed") from None
 
 
 def tune(params: Params, model: str, tokenized_dir: Path = Path("data/tokenized"), root: Path = Path(".")) -> dict:
     """Run trials of `model` until tune.trials are COMPLETE (with any other workers on the study); write and
     return the winner (tuned/<model>.yaml), or with trials 0 the file that leaves training as it is."""
     cfg, family = params.tune, params.model_block(model).get("family")
-    if cfg.trials == 0:
+    folder = root / TUNING / model
+    folder.mkdir(parents=True, exist_ok=True)
+    if cfg.trials == 0:  # no study; the stage's folder holds an empty trial list
+        write_json(folder / "trials.json", [])
         return write_winner(model, {"model": model, "family": family, "trials": 0, "params": {}}, root)
     space = search_space(params, model)
     name = study_name(params, model, space, read_vocab(tokenized_dir)["sha256"])
-    folder = root / TUNING / model
-    folder.mkdir(parents=True, exist_ok=True)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = open_study(cfg, name, folder)
     study.enqueue_trial({knob: value for knob, (_, _, value) in space.items()}, {"default": True}, skip_if_exists=True)
@@ -140,6 +147,7 @@ def tune(params: Params, model: str, tokenized_dir: Path = Path("data/tokenized"
         if len(ahead) >= cfg.trials or default_taken:  # another worker filled the last place meanwhile
             trial.set_user_attr("surplus", True)
             raise optuna.TrialPruned()
+        seed_draws(study.sampler, [cfg.seed, trial.number])
         values = {"train": {}, "model": {}}
         for knob, (part, found, _) in space.items():
             values[part][knob] = suggest(trial, knob, found)
@@ -152,18 +160,27 @@ def tune(params: Params, model: str, tokenized_dir: Path = Path("data/tokenized"
 
     while (done := len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))) < cfg.trials:
         failed = len(study.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
-        if failed > cfg.trials * (cfg.retries + 1):
-            raise RuntimeError(f"tune@{model}: {failed} trials failed; see the errors above and "
-                               f"{folder / 'trials.json'}")
+        if failed > cfg.trials * (cfg.retries + 1):  # a search that only fails would never end
+            write_trials(study, folder)
+            raise ValueError(f"{failed} trials of {model} failed; see the errors above and {folder / 'trials.json'}, "
+                             "fix the cause (or narrow tune.space) and rerun")
         if done + len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))) >= cfg.trials:
             time.sleep(min(cfg.heartbeat_seconds, 10))  # the last trials run elsewhere; wait, in case one dies
             optuna.storages.fail_stale_trials(study)
             continue
         study.optimize(objective, n_trials=cfg.trials - done, catch=(RuntimeError, FloatingPointError),
                        callbacks=[optuna.study.MaxTrialsCallback(cfg.trials, states=COUNTED[:2])])
-    write_json(folder / "trials.json", [trial_record(t) for t in study.get_trials(deepcopy=False)])
+    write_trials(study, folder)
     return write_winner(model, {"model": model, "family": family, "study": name,
                                 **winner(study, cfg.trials, space), "budget": cfg.budget.model_dump()}, root)
+
+
+def seed_draws(sampler: optuna.samplers.BaseSampler, seed: list[int]) -> None:
+    """Seed the draws of one trial by the tuning seed and the trial's number. Every worker holds a sampler of
+    its own; seeded once alike, two workers would draw the same values. Optuna has no public way to reseed
+    with a given seed, so this sets the samplers' random states (TPE's and the random sampler's it starts with)."""
+    for holder in (sampler, getattr(sampler, "_random_sampler", sampler)):
+        holder._rng.rng.seed(seed)
 
 
 def suggest(trial: optuna.Trial, name: str, knob: KnobConfig):
@@ -187,9 +204,10 @@ def winner(study: optuna.Study, trials: int, space: dict) -> dict:
             "tuned_val_bleu": best.value, "trial": best.number, "params": values}
 
 
-def trial_record(trial: optuna.trial.FrozenTrial) -> dict:
-    return {"number": trial.number, "state": trial.state.name, "value": trial.value, "params": trial.params,
-            **trial.user_attrs}
+def write_trials(study: optuna.Study, folder: Path) -> None:
+    """Every trial's number, state, score, values and cost in folder/trials.json, for a reader of the search."""
+    write_json(folder / "trials.json", [{"number": t.number, "state": t.state.name, "value": t.value,
+                                         "params": t.params, **t.user_attrs} for t in study.get_trials(deepcopy=False)])
 
 
 def write_winner(model: str, summary: dict, root: Path) -> dict:
