@@ -181,6 +181,17 @@ def test_trials_need_val_bleu(project):
                                   "turns off; set it above 0 (or null for the whole val split)")
 
 
+def test_check_refuses_a_space_that_does_not_fit_a_model(project, capsys):
+    from nmtbench.cli import main
+
+    assert main(["check"]) == 0
+    set_tune(project, space={"transformer": SPACE, "rnn": {"lr": {"low": 0.01, "high": 0.1}}})
+    assert main(["check"]) == 2
+    assert capsys.readouterr().err == ("nmtbench check: error: tune.space.rnn.lr: params.yaml's value 0.001 is "
+                                       "outside the range; widen it, so that trial 0 (the untuned model) is part "
+                                       "of the search\n")
+
+
 def test_a_bad_storage_url_is_refused_without_its_password(project):
     params = set_tune(project, storage="nosuchdb://user:secret@host/db")
     with pytest.raises(ConfigError) as refused:

@@ -143,6 +143,11 @@ def read_input(name: str) -> list[str]:
 
 def _check(args):
     params = load_params(args.params)
+    if params.tune.trials:  # each model's search space against its family, before any stage runs
+        from nmtbench.training.tuning import search_space
+
+        for model in params.models:
+            search_space(params, model)
     print(f"{args.params}: valid ({len(params.models)} models x {len(params.seeds)} seeds)")
 
 
