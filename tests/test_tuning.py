@@ -32,13 +32,36 @@ def tokenized(tmp_path_factory):
     return folder
 
 
-@pytest.fixture
-def project(tokenized, tmp_path, monkeypatch):
-    folder = tmp_path / "project"
+@pytest.fixture(scope="module")
+def tuned(tokenized, tmp_path_factory):
+    """The tiny project with both models tuned (2 trials each); copied per test, never changed."""
+    folder = tmp_path_factory.mktemp("tuned") / "project"
     shutil.copytree(tokenized, folder)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("WANDB_MODE", "disabled")
+        for model in TRAINED_MODELS:
+            tune(load_params(folder / "params.yaml"), model, folder / "data/tokenized", folder)
+    return folder
+
+
+def copy(source, tmp_path, monkeypatch):
+    folder = tmp_path / "project"
+    shutil.copytree(source, folder)
     monkeypatch.chdir(folder)
     monkeypatch.setenv("WANDB_MODE", "disabled")
     return folder
+
+
+@pytest.fixture
+def project(tokenized, tmp_path, monkeypatch):
+    """The untuned tiny project in tmp_path/project, the current folder for the test."""
+    return copy(tokenized, tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def tuned_project(tuned, tmp_path, monkeypatch):
+    """The tuned tiny project in tmp_path/project, the current folder for the test."""
+    return copy(tuned, tmp_path, monkeypatch)
 
 
 def set_tune(folder, **values):
@@ -52,10 +75,10 @@ def trials(folder, model):
     return json.loads((folder / "tuning" / model / "trials.json").read_text())
 
 
-def test_every_model_gets_the_same_trials_and_trial_0_is_untuned(project):
-    params = load_params()
+def test_every_model_gets_the_same_trials_and_trial_0_is_untuned(tuned_project):
+    params, project = load_params(), tuned_project
     for model in TRAINED_MODELS:
-        found = tune(params, model)
+        found = yaml.safe_load((project / "tuned" / f"{model}.yaml").read_text())
         done = [t for t in trials(project, model) if t["state"] == "COMPLETE"]
         assert found["trials"] == len(done) == 2 and [t["number"] for t in done] == [0, 1]
         default = search_space(params, model)
@@ -63,28 +86,24 @@ def test_every_model_gets_the_same_trials_and_trial_0_is_untuned(project):
         assert found["default_val_bleu"] == done[0]["value"]
         assert found["tuned_val_bleu"] == max(t["value"] for t in done)
         assert all(t["steps"] == 1 for t in done)  # every trial at the trial budget
-        assert yaml.safe_load((project / "tuned" / f"{model}.yaml").read_text()) == found
+        assert found["study"] == study_name(params, model, default, json.loads(
+            (project / "data/tokenized/vocab.json").read_text())["sha256"])
 
 
-def test_the_seeded_sampler_draws_the_same_trials_twice(project, tmp_path):
-    params = set_tune(project, trials=3)
-    tune(params, "tiny")
-    first = trials(project, "tiny")
-    shutil.rmtree(project / "tuning")
-    tune(params, "tiny")
+def test_the_seeded_sampler_draws_the_same_trials_twice(tuned, project):
+    first = trials(tuned, "tiny")  # tuned in another folder with the same params
+    tune(load_params(), "tiny")
     assert [t["params"] for t in trials(project, "tiny")] == [t["params"] for t in first]
-    assert len({json.dumps(t["params"]) for t in first}) == 3
+    assert first[1]["params"] != first[0]["params"]
     shutil.rmtree(project / "tuning")
     tune(set_tune(project, seed=1), "tiny")  # another seed, other draws
     assert trials(project, "tiny")[1]["params"] != first[1]["params"]
 
 
-def test_a_rerun_of_a_finished_study_trains_nothing(project):
-    params = load_params()
-    tune(params, "tiny")
-    before = trials(project, "tiny")
-    tune(params, "tiny")
-    assert trials(project, "tiny") == before
+def test_a_rerun_of_a_finished_study_trains_nothing(tuned_project):
+    before = trials(tuned_project, "tiny")
+    tune(load_params(), "tiny")
+    assert trials(tuned_project, "tiny") == before
 
 
 def test_trials_0_leaves_training_as_it_is(project):
@@ -95,9 +114,9 @@ def test_trials_0_leaves_training_as_it_is(project):
     assert tuned_params(params, "tiny") == params
 
 
-def test_training_uses_the_winner_and_refuses_a_stale_one(project):
-    params = load_params()
-    found = tune(params, "tiny_rnn")
+def test_training_uses_the_winner_and_refuses_a_stale_one(tuned_project):
+    params, project = load_params(), tuned_project
+    found = yaml.safe_load((project / "tuned/tiny_rnn.yaml").read_text())
     tuned = tuned_params(params, "tiny_rnn")
     assert tuned.train.lr == found["params"]["train"]["lr"]
     assert tuned.models["tiny_rnn"]["dropout"] == found["params"]["model"]["dropout"]
