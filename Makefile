@@ -12,7 +12,7 @@ export WANDB_SILENT ?= true
 SMOKE_DIR ?= runs/smoke
 
 .DEFAULT_GOAL := help
-.PHONY: help setup repro smoke lint test chromium test-fast test-gpu bench-decode bench-train bench-data claims report exp clean-smoke
+.PHONY: help setup repro tune smoke lint test chromium test-fast test-gpu bench-decode bench-train bench-data claims report exp clean-smoke
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -28,6 +28,10 @@ setup: $(VENV)/.installed ## create .venv and install the pinned dependencies fr
 repro: $(VENV)/.installed ## run the whole pipeline on the default params (dvc repro)
 	nmtbench check
 	dvc repro
+
+tune: $(VENV)/.installed ## tune every model on val BLEU (tune.trials trials each, 0 by default: set it first; docs/tuning.md)
+	nmtbench check
+	dvc repro --glob 'tune@*'
 
 smoke: $(VENV)/.installed ## the whole pipeline on tiny settings in runs/smoke, leaving your outputs alone
 	nmtbench workspace $(SMOKE_DIR) --profile profiles/smoke.yaml

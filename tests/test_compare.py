@@ -3,6 +3,7 @@ import json
 import statistics
 
 import pytest
+import yaml
 
 from nmtbench.config import CompareConfig, ConfigError
 from nmtbench.evaluation.compare import bucket_labels, bucket_of, compare
@@ -209,3 +210,68 @@ def test_runs_trained_before_validation_bleu_existed_still_compare(root):
     row = next(line for line in (root / "results" / "comparison.md").read_text().splitlines()
                if line.startswith("| transformer |"))
     assert row.split(" | ")[5] == "-"
+
+
+def write_tuned(root, name, family, trials, default, tuned, values):
+    (root / "tuned").mkdir(exist_ok=True)
+    row = {"model": name, "family": family, "study": f"{name}-0123456789ab", "trials": trials,
+           "default_val_bleu": default, "tuned_val_bleu": tuned, "trial": 1, "params": values}
+    (root / "tuned" / f"{name}.yaml").write_text(yaml.safe_dump(row))
+
+
+def test_tuning_columns_and_the_ranking_they_change(root):
+    assert run_compare(root, [1])["tuning"] is None  # nothing tuned: no tuning section
+    write_tuned(root, "transformer", "transformer", 2, 10.0, 12.5, {"train": {"lr": 0.000723456}, "model": {}})
+    write_tuned(root, "rnn", "rnn", 2, 11.0, 11.5, {"train": {"lr": 0.002}, "model": {"dropout": 0.3}})
+    result = run_compare(root, [1])
+    assert result["tuning"] == {
+        "models": {"transformer": {"family": "transformer", "trials": 2, "default_val_bleu": 10.0,
+                                   "tuned_val_bleu": 12.5, "params": {"train": {"lr": 0.000723456}, "model": {}}},
+                   "rnn": {"family": "rnn", "trials": 2, "default_val_bleu": 11.0, "tuned_val_bleu": 11.5,
+                           "params": {"train": {"lr": 0.002}, "model": {"dropout": 0.3}}}},
+        "ranking": {"default": {"models": ["rnn", "transformer"], "families": ["rnn", "transformer"]},
+                    "tuned": {"models": ["transformer", "rnn"], "families": ["transformer", "rnn"]},
+                    "models_changed": True, "families_changed": True}}
+    table = (root / "results/comparison.md").read_text()
+    assert "| transformer | transformer | 2 | 10 | 12.5 | lr 0.0007235 |" in table
+    assert "- Families ranked by val BLEU untuned: rnn, transformer; tuned: transformer, rnn (changed)." in table
+
+
+def test_untuned_models_have_no_tuning_section(root):
+    write_tuned(root, "rnn", "rnn", 0, None, None, {})
+    assert run_compare(root, [1, 2])["tuning"] is None
+
+
+def test_the_verdict_gives_each_contrast_with_its_interval(root):
+    blocks = {"transformer": {"family": "transformer"}, "rnn": {"family": "rnn", "attention": "dot"}}
+    result = compare(["transformer", "rnn"], [1, 2], CFG, {SPLIT: {"src": SOURCES, "tgt": REFERENCES}}, root, blocks)
+    (row,) = result["verdict"]  # one attention RNN, no plain one, one Transformer: one contrast
+    expected = statistics.mean(bleu(OUTPUTS["rnn", seed], REFERENCES) - bleu(OUTPUTS["transformer", seed], REFERENCES)
+                               for seed in (1, 2))
+    assert (row["question"], row["model"], row["other"]) == ("best attention RNN vs best Transformer", "rnn",
+                                                             "transformer")
+    assert row["difference"] == round(expected, 2) and row["significant"] is True and row["ci"][1] < 0
+    assert row["text"] == (f"rnn is worse than transformer: {row['difference']:+.2f} BLEU, "
+                           f"95% CI [{row['ci'][0]:.2f}, {row['ci'][1]:.2f}]")
+    table = (root / "results/comparison.md").read_text()
+    assert table.rstrip().endswith(f"- best attention RNN vs best Transformer: {row['text']}.\n"
+                                   "- Differences are means over 2 seeds and the test sets test_2016_flickr; "
+                                   "the interval resamples both; significant where it excludes 0.")
+
+
+def test_the_contrasts_pick_the_best_on_validation():
+    from nmtbench.evaluation.compare import contrasts
+
+    def row(val_bleu):
+        return {"best_val_bleu": {"mean": val_bleu}, "best_val_loss": {"mean": 1.0}}
+
+    blocks = {"lstm": {"family": "rnn", "attention": "none"}, "gru": {"family": "rnn", "cell": "gru"},
+              "dot": {"family": "rnn", "attention": "dot"}, "add": {"family": "rnn", "attention": "additive"},
+              "transformer": {"family": "transformer"}, "pre": {"family": "transformer"},
+              "decoder_only": {"family": "decoder_only"}, "cnn": {"family": "cnn"}}
+    models = {name: row(bleu) for name, bleu in zip(blocks, (5, 6, 9, 8, 10, 12, 7, 11))}
+    assert contrasts(models, blocks, "transformer") == [
+        ("attention vs none within the RNNs", "dot", "gru"),
+        ("best attention RNN vs best Transformer", "dot", "pre"),
+        ("pre vs the baseline Transformer", "pre", "transformer"),
+        ("decoder_only vs the baseline Transformer", "decoder_only", "transformer")]

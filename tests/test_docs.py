@@ -77,12 +77,13 @@ def test_readme_is_a_front_page():
 
 
 def params_keys(params: dict) -> list[str]:
-    """Dotted paths of every params.yaml key; models and analyze's model blocks by their option names."""
+    """Dotted paths of every params.yaml key; models and analyze's model blocks by their option names; tune.space
+    whole (its families and knobs are examples of one format, documented once)."""
     keys = []
     def walk(prefix: str, value) -> None:
         for key, item in value.items():
             path = f"{prefix}.{key}" if prefix else key
-            if isinstance(item, dict) and path not in ("analyze.models", "analyze.roles"):
+            if isinstance(item, dict) and path not in ("analyze.models", "analyze.roles", "tune.space"):
                 walk(path, item)
             else:
                 keys.append(path)

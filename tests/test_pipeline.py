@@ -117,3 +117,24 @@ def test_dvc_plots_show_every_learning_curve(smoke):
         assert plot["content"]["repeat"] == ["wall_seconds", "target_tokens"]  # val BLEU against both
         rows = (workspace / path).read_text().splitlines()[1:]
         assert [v["val_bleu"] for v in plot["content"]["data"]["values"]] == [r.split(",")[-1] for r in rows]
+
+
+@pytest.mark.slow
+def test_smoke_tunes_every_model_equally_trains_the_winners_and_gives_a_verdict(smoke):
+    workspace, _ = smoke
+    params = load_params(workspace / "params.yaml")
+    comparison = json.loads((workspace / "results/comparison.json").read_text())
+    tuning = comparison["tuning"]["models"]
+    assert {name: row["trials"] for name, row in tuning.items()} == {name: 2 for name in params.models}
+    runs = [read_offline_run(run_dir) for run_dir in sorted((workspace / "wandb").glob("offline-run-*"))]
+    for logged in (run for run in runs if run["run"]["job_type"] == "train"):  # trained with the winning values
+        won = tuning[logged["config"]["model"]]["params"]
+        assert {key: logged["config"][key] for key in {**won["train"], **won["model"]}} == {**won["train"],
+                                                                                            **won["model"]}
+    transformers = [name for name, block in params.models.items()
+                    if block["family"] in ("transformer", "decoder_only") and name != params.compare.baseline]
+    assert [row["question"] for row in comparison["verdict"]] == [
+        "attention vs none within the RNNs", "best attention RNN vs best Transformer",
+        *(f"{name} vs the baseline Transformer" for name in transformers)]
+    table = (workspace / "results/comparison.md").read_text()
+    assert "## Tuning on validation" in table and table.index("## Tuning on validation") < table.index("## Verdict")

@@ -179,3 +179,27 @@ def test_every_run_of_a_large_grid_has_its_own_style():
     assert styles["model10"]["color"] == styles["model0"]["color"]  # the colour repeats, the line does not
     assert styles["model10"]["linestyle"] != styles["model0"]["linestyle"]
     assert run_styles(labels[:3]) == {label: styles[label] for label in labels[:3]}
+
+
+def test_report_gives_the_verdict_first_and_the_tuning(outputs):
+    metrics, results = outputs
+    comparison = json.loads((results / "comparison.json").read_text())
+    comparison["verdict"] = [{"question": "best attention RNN vs best Transformer", "model": "lstm",
+                              "other": "transformer", "difference": -4.6, "ci": [-6.1, -3.2], "significant": True,
+                              "text": "lstm is worse than transformer: -4.60 BLEU, 95% CI [-6.10, -3.20]"}]
+    comparison["tuning"] = {
+        "models": {"lstm": {"family": "rnn", "trials": 8, "default_val_bleu": 20.5, "tuned_val_bleu": 22.25,
+                            "params": {"train": {"lr": 0.0021}, "model": {"dropout": 0.3}}}},
+        "ranking": {"default": {"models": ["lstm"], "families": ["rnn"]},
+                    "tuned": {"models": ["lstm"], "families": ["rnn"]}, "models_changed": False,
+                    "families_changed": False}}
+    (results / "comparison.json").write_text(json.dumps(comparison))
+    report(["lstm", "transformer", "cnn"], metrics, results)
+    text = (results / "report.html").read_text()
+    verdict = text.index("<h2>Verdict</h2>\n<ul><li>best attention RNN vs best Transformer: lstm is worse than "
+                         "transformer: -4.60 BLEU, 95% CI [-6.10, -3.20].</li><li>Differences are means over 1 seed "
+                         "and the test sets test_2016_flickr;")
+    assert text.index('id="frontier"') < verdict < text.index("<h2>Comparison</h2>")
+    assert ('<tr><td>lstm</td><td>rnn</td><td class="number">8</td><td class="number">20.5</td>'
+            '<td class="number">22.25</td><td>lr 0.0021, dropout 0.3</td></tr>' in text)
+    assert "<li>Families ranked by val BLEU untuned: rnn; tuned: rnn (unchanged).</li>" in text

@@ -1,12 +1,14 @@
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from sacrebleu.metrics import BLEU
 
-from nmtbench.evaluation.significance import paired_bootstrap
+from nmtbench.evaluation.significance import bleu_difference, paired_bootstrap
 
 REFERENCES = ["The cat sat on a mat.", "The dog runs fast.", "A man sings a song.", "Two birds fly over the lake.",
               "A child plays."]
@@ -64,3 +66,25 @@ def test_results_follow_the_order_given_whatever_the_baseline():
 def test_bad_arguments_are_one_clear_line(baseline, seed, message):
     with pytest.raises(ValueError, match=message):
         paired_bootstrap(SYSTEMS, REFERENCES, baseline, resamples=10, seed=seed)
+
+
+def test_bleu_difference_is_the_mean_over_seeds_and_test_sets_with_an_interval():
+    other_refs = REFERENCES[:3]
+    references = {"a": REFERENCES, "b": other_refs}
+    good = [{"a": SYSTEMS["perfect"], "b": other_refs}, {"a": SYSTEMS["base"], "b": SYSTEMS["base"][:3]}]
+    poor = [{"a": SYSTEMS["poor"], "b": SYSTEMS["poor"][:3]}, {"a": SYSTEMS["poor"], "b": SYSTEMS["base"][:3]}]
+    found = bleu_difference(good, poor, references, resamples=200, seed=3)
+    expected = statistics.mean(BLEU().corpus_score(g[split], [references[split]]).score
+                               - BLEU().corpus_score(p[split], [references[split]]).score
+                               for g, p in zip(good, poor) for split in references)
+    assert found["difference"] == round(expected, 2)
+    low, high = found["ci"]
+    assert 0 < low <= high and found["significant"] is True
+    assert bleu_difference(good, poor, references, resamples=200, seed=3) == found  # seeded
+    assert bleu_difference(poor, good, references, resamples=200, seed=3)["difference"] == -found["difference"]
+
+
+def test_bleu_difference_of_a_system_with_itself_is_zero_and_not_significant():
+    runs = [{"a": SYSTEMS["base"]}]
+    assert bleu_difference(runs, runs, {"a": REFERENCES}, resamples=50, seed=1) == {
+        "difference": 0.0, "ci": [0.0, 0.0], "significant": False}

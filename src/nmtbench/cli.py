@@ -30,8 +30,15 @@ def _tokenize(args):
 
 def _train(args):
     from nmtbench.training.train import train
+    from nmtbench.training.tuning import tuned_params
 
-    print(train(load_params(args.params), args.model, args.seed))
+    print(train(tuned_params(load_params(args.params), args.model), args.model, args.seed))
+
+
+def _tune(args):
+    from nmtbench.training.tuning import tune
+
+    print(tune(load_params(args.params), args.model))
 
 
 def _evaluate(args):
@@ -45,7 +52,7 @@ def _compare(args):
     from nmtbench.evaluation.compare import compare
 
     params = load_params(args.params)
-    compare(list(params.models), params.seeds, params.compare, load_tokenized())
+    compare(list(params.models), params.seeds, params.compare, load_tokenized(), blocks=params.models)
     print((RESULTS / "comparison.md").read_text())
 
 
@@ -136,6 +143,11 @@ def read_input(name: str) -> list[str]:
 
 def _check(args):
     params = load_params(args.params)
+    if params.tune.trials:  # each model's search space against its family, before any stage runs
+        from nmtbench.training.tuning import search_space
+
+        for model in params.models:
+            search_space(params, model)
     print(f"{args.params}: valid ({len(params.models)} models x {len(params.seeds)} seeds)")
 
 
@@ -156,7 +168,11 @@ def main(argv: list[str] | None = None) -> int:
                         "save").set_defaults(run=_prepare)
     commands.add_parser("tokenize", help="train the joint subword model and encode every split"
                         ).set_defaults(run=_tokenize)
-    for name, run, text in (("train", _train, "train one model variant"),
+    tune = commands.add_parser("tune", help="search the model's hyperparameters on val BLEU (tune.trials trials of "
+                               "tune.budget); start it on several machines to share one study")
+    tune.add_argument("model", help="a model name from the models block of params.yaml")
+    tune.set_defaults(run=_tune)
+    for name, run, text in (("train", _train, "train one model variant with its tuned params, if any"),
                             ("evaluate", _evaluate, "decode and score the test sets with one model")):
         command = commands.add_parser(name, help=text)
         command.add_argument("model", help="a model name from the models block of params.yaml")

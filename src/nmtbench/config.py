@@ -216,7 +216,7 @@ class BudgetConfig(Block):
     @model_validator(mode="after")
     def _kind_has_a_value(self):
         if self.kind != "none" and self.value is None:
-            raise ConfigError(f"train.budget.value: budget kind {self.kind} needs a value (seconds for time, "
+            raise ConfigError(f"{self.where}.value: budget kind {self.kind} needs a value (seconds for time, "
                               "FLOPs for flops, e.g. 2.0e+15)")
         return self
 
@@ -381,6 +381,62 @@ class CompareConfig(Block):
         [0, 100, 500], description="expected sentence indices (integers >= 0), got {value!r}")
 
 
+class TrialBudgetConfig(BudgetConfig):
+    """The cost of one tuning trial, the same for every model and every trial."""
+    where: ClassVar[str] = "tune.budget"
+
+
+class KnobConfig(Block):
+    """One hyperparameter's range: numbers from low to high (integers when both are), or a list of choices."""
+    where: ClassVar[str] = "tune.space"
+    low: int | float | None = Field(None, description="expected a number, got {value!r}")
+    high: int | float | None = Field(None, description="expected a number, got {value!r}")
+    log: bool = False  # sample on a log scale (learning rates)
+    choices: list | None = Field(None, min_length=1)
+
+
+class TuneConfig(Block):
+    """Equal-budget tuning of every model on validation BLEU (nmtbench.training.tuning, docs/tuning.md)."""
+    where: ClassVar[str] = "tune"
+    trials: int = Field(0, ge=0)  # 0: no tuning, every model trains with params.yaml's values
+    budget: TrialBudgetConfig = Field(default_factory=lambda: TrialBudgetConfig(kind="flops", value=5.5e12))
+    sampler: Literal["tpe", "random"] = "tpe"
+    seed: int = Field(0, ge=0)  # the sampler's seed and every trial's training seed
+    storage: str | None = None  # an Optuna RDB URL; None: sqlite:///tuning/<model>/study.db
+    heartbeat_seconds: int = Field(60, gt=0)
+    retries: int = Field(2, ge=0)
+    space: dict[str, dict[str, Any]] = {}  # model family -> hyperparameter -> range
+
+    @model_validator(mode="after")
+    def _ranges_are_ranges(self):
+        self.space = {family: {name: knob(f"tune.space.{family}.{name}", raw) for name, raw in (knobs or {}).items()}
+                      for family, knobs in self.space.items()}
+        if self.trials and self.budget.kind == "none":
+            raise ConfigError("tune.budget.kind: none would let one trial run to max_epochs; give every trial a "
+                              "budget, e.g. {kind: flops, value: 5.5e+12}")
+        return self
+
+
+def knob(where: str, raw: Any) -> KnobConfig:
+    """A range of tune.space from `{low: 1.0e-4, high: 3.0e-3, log: true}` or `{choices: [...]}`, checked."""
+    if isinstance(raw, KnobConfig):
+        return raw
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected {{low: ..., high: ...}} or {{choices: [...]}}, got {raw!r}")
+    found = KnobConfig(where, **raw)
+    if found.choices is not None:
+        if found.low is not None or found.high is not None or found.log:
+            raise ConfigError(f"{where}: give either choices or low and high, not both")
+        return found
+    if found.low is None or found.high is None:
+        raise ConfigError(f"{where}: needs low and high (or choices), e.g. {{low: 0.1, high: 0.3}}")
+    if not found.low < found.high:
+        raise ConfigError(f"{where}: low {found.low} is not below high {found.high}; swap or widen them")
+    if found.log and found.low <= 0:
+        raise ConfigError(f"{where}: a log scale needs low > 0, got {found.low}")
+    return found
+
+
 class WandbConfig(Block):
     where: ClassVar[str] = "wandb"
     project: str = "nmtbench"
@@ -404,6 +460,7 @@ class Params(Block):
     wandb: WandbConfig = Field(default_factory=WandbConfig)
     compare: CompareConfig = Field(default_factory=CompareConfig)
     report: ReportConfig = Field(default_factory=ReportConfig)
+    tune: TuneConfig = Field(default_factory=TuneConfig)
     # name -> raw block; models.registry validates and builds each
     models: dict = Field(min_length=1, description="define at least one model block, e.g. models.transformer")
     seeds: Annotated[list[int], holds(distinct)] = Field(  # the grid is models x seeds
@@ -416,6 +473,9 @@ class Params(Block):
             if model not in (None, *self.models):
                 raise ConfigError(f"{where}: {model!r} is not a model of params.yaml; "
                                   f"choose one of {', '.join(self.models)}")
+        if self.tune.trials and self.train.val_bleu_sentences == 0:
+            raise ConfigError("tune.trials: trials are scored by val BLEU, which train.val_bleu_sentences 0 turns "
+                              "off; set it above 0 (or null for the whole val split)")
         if self.beam_sweep.seed not in self.seeds:
             raise ConfigError(f"beam_sweep.seed: {self.beam_sweep.seed} is not in seeds {self.seeds}; "
                               "choose one of them")

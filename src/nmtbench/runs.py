@@ -3,6 +3,7 @@
 Each run has one folder `<model>/seed<seed>` under each of the three output trees: models/ (the checkpoint
 and the tokenizer it was trained with), metrics/ (what compare and the report read) and results/ (the
 translations). The stages that span runs (compare, report, beam sweep, analyze) write beside them in results/.
+Tuning writes per model, not per run: the study under tuning/<model>/ and the winner, tuned/<model>.yaml.
 """
 from __future__ import annotations
 
@@ -10,6 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MODELS, METRICS, RESULTS = Path("models"), Path("metrics"), Path("results")
+TUNING, TUNED = Path("tuning"), Path("tuned")
+
+
+def tuned_file(model: str, root: Path = Path(".")) -> Path:
+    """The winning params of the model's tuning, which its train stages use (nmtbench.training.tuning)."""
+    return root / TUNED / f"{model}.yaml"
 
 
 @dataclass(frozen=True)

@@ -232,8 +232,8 @@ class TranslationData(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         from nmtbench.data.tokenizer import load_tokenized
 
-        dataset = load_tokenized(self.tokenized_dir)
-        self.splits = {name: PairDataset(dataset[name]) for name in ("train", "val")}
+        dataset = load_tokenized(self.tokenized_dir, ("train", "val"))
+        self.splits = {name: PairDataset(dataset[name]) for name in dataset}
 
     def loader(self, split: str, train: bool) -> DataLoader:
         data = self.splits[split]

@@ -130,7 +130,12 @@ def tokenize(params: Params | TokenizeConfig, prepared_dir: Path = Path("data/pr
     return Tokenizer(out_dir)
 
 
-def load_tokenized(tokenized_dir: Path = Path("data/tokenized")) -> DatasetDict:
-    if not (Path(tokenized_dir) / "dataset" / "dataset_dict.json").is_file():
+def load_tokenized(tokenized_dir: Path = Path("data/tokenized"), splits: tuple[str, ...] | None = None) -> DatasetDict:
+    """Every split of the tokenized dataset, or only `splits`: training opens train and val alone, so that
+    nothing it does (tuning above all) can read a test set."""
+    folder = Path(tokenized_dir) / "dataset"
+    if not (folder / "dataset_dict.json").is_file():
         raise DataError(f"no tokenized dataset in {tokenized_dir}; run the tokenize stage first: dvc repro tokenize")
-    return load_from_disk(str(Path(tokenized_dir) / "dataset"))
+    if splits is None:
+        return load_from_disk(str(folder))
+    return DatasetDict({split: load_from_disk(str(folder / split)) for split in splits})

@@ -2,9 +2,12 @@
 
 Per model and test set: the scores as mean +- sd over seeds, sacreBLEU's paired bootstrap resampling
 against the baseline model (95% confidence interval, p-value), BLEU by source-length bucket, and a few
-example translations. It reads each run's metrics (metrics/<model>/seed<seed>/) and translations
-(results/<model>/seed<seed>/<split>.txt); a translation must match the hash its eval.json recorded, so
-depending on metrics/ is enough for DVC to see any changed translation.
+example translations. Per model, its tuning (tuned/<model>.yaml): trials spent, val BLEU untuned and tuned,
+the winning values, and whether tuning changed the ranking. Last, the verdict: the main contrasts of the
+grid, each a BLEU difference with its 95% interval over seeds and test sets. It reads each run's metrics
+(metrics/<model>/seed<seed>/) and translations (results/<model>/seed<seed>/<split>.txt); a translation
+must match the hash its eval.json recorded, so depending on metrics/ is enough for DVC to see any changed
+translation.
 """
 from __future__ import annotations
 
@@ -14,26 +17,30 @@ import json
 import statistics
 from pathlib import Path
 
+import yaml
+
 from nmtbench.config import CompareConfig, ConfigError
 from nmtbench.evaluation.scoring import SCORES, bleu
-from nmtbench.evaluation.significance import paired_bootstrap
+from nmtbench.evaluation.significance import bleu_difference, paired_bootstrap
 from nmtbench.evaluation.tables import Table
 from nmtbench.files import write_json, write_text
-from nmtbench.runs import RESULTS, RunPaths
+from nmtbench.runs import RESULTS, RunPaths, tuned_file
 
 TRAIN_KEYS = ("params", "train_seconds", "train_tokens_per_s", "best_val_loss", "steps", "target_tokens")
 # Absent from runs trained before validation BLEU existed, null when it was switched off: a dash in the table.
 OPTIONAL_TRAIN_KEYS = ("best_val_bleu",)
 EVAL_KEYS = (*SCORES, *(f"{key}_signature" for key in SCORES), "sentences_per_s", "hypotheses_sha256")
 SIGNIFICANCE_LEVEL = 0.05  # a p-value below this marks a difference to the baseline (95% confidence)
+TRANSFORMER_FAMILIES = ("transformer", "decoder_only")  # the Transformer variants of the verdict
 
 
 def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_sets,
-            root: Path = Path(".")) -> dict:
+            root: Path = Path("."), blocks: dict[str, dict] | None = None) -> dict:
     """Write results/comparison.json (for `dvc metrics show`) and results/comparison.md under root; return the json.
 
     test_sets maps every test split to its untouched "src" and "tgt" sentences (as data/tokenized does);
-    the runs' metrics and translations are read where RunPaths puts them under root.
+    the runs' metrics and translations are read where RunPaths puts them under root. blocks (each model's
+    params block) names the families and attention of the verdict's contrasts; without them, no verdict.
     """
     if not model_names:
         raise ValueError("compare: no models given; params.yaml must define at least one models.<name> block")
@@ -48,13 +55,14 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
                      **{key: _spread([train[name, seed].get(key) for seed in seeds], seeds)
                         for key in (*TRAIN_KEYS[1:], *OPTIONAL_TRAIN_KEYS)}}
               for name in model_names}
-    examples, bootstrap_signatures = {}, set()
+    examples, bootstrap_signatures, translations = {}, set(), {}
     for split in splits:
         sources, references = list(test_sets[split]["src"]), list(test_sets[split]["tgt"])
         outputs = {run: _translations(paths.translation(split), *run, split, evals[run][split], len(references))
                    for run, paths in runs.items()}
         examples[split] = _examples(cfg.examples, split, sources, references,
                                     {name: outputs[name, seeds[0]] for name in model_names})
+        translations[split] = outputs
         tests = {}
         for seed in seeds:  # runs of one seed against the baseline's run of that seed
             tests[seed], signature = paired_bootstrap({name: outputs[name, seed] for name in model_names}, references,
@@ -75,10 +83,75 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
                   for key in SCORES}
     comparison = {"baseline": baseline, "seeds": seeds, "splits": splits, "length_buckets": buckets,
                   "signatures": {**signatures, "paired_bootstrap": sorted(bootstrap_signatures)},
-                  "models": models, "examples": examples}
+                  "models": models, "examples": examples, "tuning": tuning_summary(model_names, root)}
+    if blocks is not None:
+        references = {split: list(test_sets[split]["tgt"]) for split in splits}
+        comparison["verdict"] = verdict(models, blocks, seeds, baseline, translations, references, cfg)
     write_json(Path(root) / RESULTS / "comparison.json", comparison)
     write_text(Path(root) / RESULTS / "comparison.md", markdown(comparison))
     return comparison
+
+
+def tuning_summary(model_names: list[str], root: Path) -> dict | None:
+    """Each model's tuned/<model>.yaml, and the ranking of models and of families (each by its best model) on
+    val BLEU at the trial budget, untuned (trial 0) and tuned; None when no model was tuned."""
+    found = {name: yaml.safe_load(path.read_text()) for name in model_names
+             if (path := tuned_file(name, Path(root))).is_file()}
+    tuned = {name: row for name, row in found.items() if row.get("trials")}
+    if not tuned:
+        return None
+    rows = {name: {key: row.get(key) for key in ("family", "trials", "default_val_bleu", "tuned_val_bleu", "params")}
+            for name, row in tuned.items()}
+    rankings = {}
+    for key in ("default", "tuned"):
+        scores = {name: row[f"{key}_val_bleu"] for name, row in rows.items() if row[f"{key}_val_bleu"] is not None}
+        families = {}
+        for name, score in scores.items():
+            families[rows[name]["family"]] = max(score, families.get(rows[name]["family"], score))
+        rankings[key] = {"models": sorted(scores, key=lambda name: -scores[name]),
+                         "families": sorted(families, key=lambda family: -families[family])}
+    return {"models": rows, "ranking": {
+        **rankings, "models_changed": rankings["default"]["models"] != rankings["tuned"]["models"],
+        "families_changed": rankings["default"]["families"] != rankings["tuned"]["families"]}}
+
+
+def contrasts(models: dict, blocks: dict[str, dict], baseline: str) -> list[tuple[str, str, str]]:
+    """(question, model, other model) for the main questions the grid can answer; "best" is chosen on val
+    (the final runs' best val BLEU, else their val loss), never on the test sets that score the contrast."""
+    def on_val(name):
+        row = models[name]
+        return row["best_val_bleu"]["mean"] if row["best_val_bleu"] else -row["best_val_loss"]["mean"]
+
+    def best(names):
+        return max(names, key=on_val) if names else None
+
+    rnns = [name for name in models if blocks[name].get("family") == "rnn"]
+    attention = best([name for name in rnns if blocks[name].get("attention", "none") != "none"])
+    plain = best([name for name in rnns if blocks[name].get("attention", "none") == "none"])
+    transformers = [name for name in models if blocks[name].get("family") in TRANSFORMER_FAMILIES]
+    reference = baseline if baseline in transformers else (transformers[0] if transformers else None)
+    found = [("attention vs none within the RNNs", attention, plain),
+             ("best attention RNN vs best Transformer", attention, best(transformers)),
+             *((f"{name} vs the baseline Transformer", name, reference) for name in transformers if name != reference)]
+    return [(question, a, b) for question, a, b in found if a and b]
+
+
+def verdict(models: dict, blocks: dict[str, dict], seeds: list[int], baseline: str, translations: dict,
+            references: dict[str, list[str]], cfg: CompareConfig) -> list[dict]:
+    """Each contrast's BLEU difference with its 95% interval over seeds and test sets, and in words."""
+    found = []
+    for question, a, b in contrasts(models, blocks, baseline):
+        runs = [[{split: translations[split][name, seed] for split in references} for seed in seeds] for name in (a, b)]
+        result = bleu_difference(*runs, references, cfg.bootstrap_resamples, cfg.bootstrap_seed)
+        found.append({"question": question, "model": a, "other": b, **result, "text": verdict_text(a, b, result)})
+    return found
+
+
+def verdict_text(a: str, b: str, result: dict) -> str:
+    low, high = result["ci"]
+    said = (f"{a} is better than {b}" if low > 0 else f"{a} is worse than {b}" if high < 0
+            else f"no significant difference between {a} and {b} (the interval holds 0)")
+    return f"{said}: {result['difference']:+.2f} BLEU, 95% CI [{low:.2f}, {high:.2f}]"
 
 
 def bucket_labels(bounds: list[int]) -> list[str]:
@@ -191,6 +264,11 @@ def markdown(comparison: dict) -> str:
             lines += [f"- {name}: {text}" for name, text in example["outputs"].items()]
 
     lines += ["", "## sacreBLEU signatures", "", *(f"- {signature}" for signature in signatures(comparison))]
+    if comparison.get("tuning"):
+        lines += ["", "## Tuning on validation", "", tuning_table(comparison).markdown(), "",
+                  *(f"- {note}" for note in tuning_notes(comparison))]
+    if comparison.get("verdict") is not None:
+        lines += ["", "## Verdict", "", *(f"- {line}" for line in verdict_lines(comparison))]
     return "\n".join(lines) + "\n"
 
 
@@ -251,6 +329,37 @@ def signatures(comparison: dict) -> list[str]:
     return [f"{label}: `{signature}`"
             for key, label in (("bleu", "BLEU"), ("bleu_lc", "BLEU lc"), ("chrf", "chrF"), ("ter", "TER"))
             for signature in comparison["signatures"][key]]
+
+
+def tuning_table(comparison: dict) -> Table:
+    """Per tuned model: trials spent, val BLEU at the trial budget untuned and tuned, and the winning values."""
+    rows = [[name, row["family"], str(row["trials"]), _value(row["default_val_bleu"]), _value(row["tuned_val_bleu"]),
+             ", ".join(f"{key} {_value(value)}" for part in row["params"].values() for key, value in part.items())]
+            for name, row in comparison["tuning"]["models"].items()]
+    return Table(["Model", "Family", "Trials", "Default val BLEU", "Tuned val BLEU", "Winning values"], rows, "llrrrl")
+
+
+def tuning_notes(comparison: dict) -> list[str]:
+    ranking = comparison["tuning"]["ranking"]
+    return ["Val BLEU: greedy, at the trial budget; default is trial 0 (params.yaml's values), tuned the best trial.",
+            *(f"{what.capitalize()} ranked by val BLEU untuned: {', '.join(ranking['default'][what])}; tuned: "
+              f"{', '.join(ranking['tuned'][what])} ({'changed' if ranking[f'{what}_changed'] else 'unchanged'})."
+              for what in ("families", "models"))]
+
+
+def verdict_lines(comparison: dict) -> list[str]:
+    """The contrasts in words, or why there are none."""
+    if not comparison["verdict"]:
+        return ["The grid holds none of the contrasts (attention and plain RNNs, Transformers)."]
+    seeds = len(comparison["seeds"])
+    return [f"{row['question']}: {row['text']}." for row in comparison["verdict"]] + [
+        f"Differences are means over {seeds} seed{'s' if seeds > 1 else ''} and the test sets "
+        f"{', '.join(comparison['splits'])}; the interval resamples both; significant where it excludes 0."]
+
+
+def _value(value) -> str:
+    """A tuned value or val BLEU: 4 significant digits (learning rates), a dash where there is none."""
+    return "-" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def _model(name: str, comparison: dict) -> str:

@@ -82,7 +82,9 @@ def report(model_names: list[str], metrics_dir: Path = METRICS, results_dir: Pat
         page.add('<p>The claims checked against these results: <a href="claims.md">claims.md</a>.</p>')
     else:
         page.lack("claims", "`results/claims.md` is not written yet; `dvc repro analyze` writes it")
+    _verdict_section(page, comparison)
     _comparison_section(page, comparison)
+    _tuning_section(page, comparison)
     _length_section(page, comparison)
     _curves_section(page, runs)
     _attention_section(page, runs)
@@ -135,6 +137,19 @@ def _comparison_section(page: Page, comparison: dict) -> None:
         return
     page.add(table.html())
     page.add(f"<p>{_inline(seeds)}</p>{_list(columns)}<h3>sacreBLEU signatures</h3>{_list(used)}")
+
+
+def _verdict_section(page: Page, comparison: dict) -> None:
+    """The main contrasts answered, right after the headline: a comparison without them shows nothing."""
+    if comparison.get("verdict") is not None:
+        page.heading("Verdict")
+        page.add(_list(compare.verdict_lines(comparison)))
+
+
+def _tuning_section(page: Page, comparison: dict) -> None:
+    if comparison.get("tuning"):
+        page.heading("Tuning on validation")
+        page.add(compare.tuning_table(comparison).html() + _list(compare.tuning_notes(comparison)))
 
 
 def _length_section(page: Page, comparison: dict) -> None:

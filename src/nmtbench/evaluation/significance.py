@@ -7,8 +7,10 @@ good? The 95% confidence interval is that of each system's BLEU over the resampl
 from __future__ import annotations
 
 import os
+import statistics
 from unittest import mock
 
+import numpy as np
 from sacrebleu.metrics import BLEU
 from sacrebleu.significance import PairedTest
 
@@ -34,3 +36,31 @@ def paired_bootstrap(systems: dict[str, list[str]], references: list[str], basel
                       "p_value": None if r.p_value is None else round(float(r.p_value), 4)}
                for name, r in zip(table["System"], table["BLEU"])}
     return {name: results[name] for name in systems}, str(signatures["BLEU"])
+
+
+def bleu_difference(system: list[dict[str, list[str]]], other: list[dict[str, list[str]]],
+                    references: dict[str, list[str]], resamples: int, seed: int) -> dict:
+    """BLEU(system) - BLEU(other) averaged over seeds and test sets, with its 95% bootstrap interval.
+
+    system[i][split] is the translation of split by the run of the i-th seed (other's likewise, paired by
+    seed). Each resample draws the seeds with replacement and every test set's sentences with replacement,
+    the same draw for both systems, so the interval holds the variance of training (seeds) and of the test
+    sets. BLEU of a resample comes from sacreBLEU's own per-sentence statistics, as in its paired test.
+    Significant when the interval excludes 0.
+    """
+    metric = BLEU()
+    stats = [{split: np.array([metric._extract_corpus_statistics(run[split], [refs]) for run in runs])  # (S, N, K)
+              for split, refs in references.items()} for runs in (system, other)]
+
+    def difference(seeds, rows: dict) -> float:
+        return statistics.mean(metric._compute_score_from_stats(stats[0][split][s][picked].sum(0).tolist()).score
+                               - metric._compute_score_from_stats(stats[1][split][s][picked].sum(0).tolist()).score
+                               for split, picked in rows.items() for s in seeds)
+
+    observed = difference(range(len(system)), {split: slice(None) for split in references})
+    rng = np.random.default_rng(seed)
+    draws = [difference(rng.integers(0, len(system), len(system)),
+                        {split: rng.integers(0, len(refs), len(refs)) for split, refs in references.items()})
+             for _ in range(resamples)]
+    low, high = (round(float(bound), 2) for bound in np.percentile(draws, [2.5, 97.5]))
+    return {"difference": round(observed, 2), "ci": [low, high], "significant": low > 0 or high < 0}

@@ -70,7 +70,7 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
                                     save_top_k=cfg.average_last, save_weights_only=True, auto_insert_metric_name=False)
         callbacks.append(snapshots)
     if cfg.val_bleu_sentences != 0:
-        val = load_tokenized(tokenized_dir)["val"]
+        val = load_tokenized(tokenized_dir, ("val",))["val"]
         val = val.select(range(min(cfg.val_bleu_sentences or len(val), len(val))))
         callbacks.append(ValidationBleu(Tokenizer(tokenized_dir), list(val["src_ids"]), list(val["tgt"])))
     if cfg.early_stopping_patience:
