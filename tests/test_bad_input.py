@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import wandb
 import yaml
 
 from nmtbench.cli import main
@@ -122,8 +123,10 @@ def no_wandb_account(tmp_path, monkeypatch):
         monkeypatch.setenv(key, str(value))
     monkeypatch.setenv("WANDB_SILENT", "true")
     yield
-    # the online attempt leaves WANDB_SERVICE naming its wandb-core service, which monkeypatch does not
-    # undo (the key was absent): later W&B runs, and every child process, would log through it
+    # The online attempt leaves a wandb-core service behind: held by wandb's in-process singleton and named
+    # by WANDB_SERVICE, which monkeypatch does not undo (the key was absent). Later W&B runs of this process,
+    # and every child process, would log through it and lose their offline .wandb files: shut it down.
+    wandb.teardown()
     os.environ.pop("WANDB_SERVICE", None)
 
 
