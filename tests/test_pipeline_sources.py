@@ -32,6 +32,7 @@ def profile(tmp_path, source: dict) -> object:
     overrides["data"] = {"source": source, "src_lang": "en", "tgt_lang": "de", "eval_splits": ["heldout"],
                          "max_eval_pairs": None}
     overrides["train"].update({"max_epochs": 2, "budget": {"kind": "time", "value": 30}, "val_bleu_sentences": 0})
+    overrides["tune"]["trials"] = 0  # tuning is the smoke pipeline's to cover; these runs check the data sources
     overrides.update({"tokenize": {"vocab_size": 300}, "replace": ["models"], "models": TINY_MODELS,
                       "compare": {"bootstrap_resamples": 20, "examples": [0, 1]}})
     path = tmp_path / "profile.yaml"
