@@ -61,6 +61,30 @@ def test_smoke_pipeline_scores_every_model(smoke):
     assert [(row["beam"], row["alpha"]) for row in sweep["rows"]] == [(1, 1.0), (2, 1.0)]
 
 
+def key_paths(value, models: set[str], prefix: str = "") -> set[str]:
+    """Every key path of a JSON value, each model's name written <model> and list items []."""
+    if isinstance(value, dict):
+        return {path for key, item in value.items()
+                for path in key_paths(item, models, f"{prefix}/{'<model>' if key in models else key}".lstrip("/"))}
+    if isinstance(value, list):
+        return {f"{prefix}/[]", *(path for item in value for path in key_paths(item, models, f"{prefix}/[]"))}
+    return {prefix}
+
+
+def test_key_paths_name_models_and_list_items():
+    assert key_paths({"models": {"a": {"bleu": 1}}, "seeds": [42], "x": None}, {"a"}) == {
+        "models/<model>/bleu", "seeds/[]", "x"}
+
+
+@pytest.mark.slow
+def test_comparison_json_keeps_every_key_it_had(smoke):
+    workspace, _ = smoke
+    comparison = json.loads((workspace / "results/comparison.json").read_text())
+    earlier = {line for line in (ROOT / "tests/helpers/comparison_keys.txt").read_text().splitlines()
+               if line and not line.startswith("#")}
+    assert earlier - key_paths(comparison, set(comparison["models"])) == set()
+
+
 @pytest.mark.slow
 def test_dvc_metrics_show_the_same_numbers(smoke):
     workspace, run = smoke
