@@ -151,10 +151,11 @@ def test_smoke_tunes_every_model_equally_trains_the_winners_and_gives_a_verdict(
     tuning = comparison["tuning"]["models"]
     assert {name: row["trials"] for name, row in tuning.items()} == {name: 2 for name in params.models}
     runs = [read_offline_run(run_dir) for run_dir in sorted((workspace / "wandb").glob("offline-run-*"))]
-    for logged in (run for run in runs if run["run"]["job_type"] == "train"):  # trained with the winning values
+    for logged in (run for run in runs if run["run"]["job_type"] in ("train", "evaluate")):
+        # trained with the winning values, and evaluate's run records the model it evaluated
         won = tuning[logged["config"]["model"]]["params"]
-        assert {key: logged["config"][key] for key in {**won["train"], **won["model"]}} == {**won["train"],
-                                                                                            **won["model"]}
+        expected = {**won["train"], **won["model"]} if logged["run"]["job_type"] == "train" else won["model"]
+        assert {key: logged["config"][key] for key in expected} == expected
     transformers = [name for name, block in params.models.items()
                     if block["family"] in ("transformer", "decoder_only") and name != params.compare.baseline]
     assert [row["question"] for row in comparison["verdict"]] == [

@@ -43,8 +43,10 @@ def _tune(args):
 
 def _evaluate(args):
     from nmtbench.evaluation.evaluate import evaluate
+    from nmtbench.training.tuning import tuned_params
 
-    print(evaluate(load_params(args.params), args.model, args.seed))
+    # the model is rebuilt from its checkpoint either way; the tuned block is what its W&B run records
+    print(evaluate(tuned_params(load_params(args.params), args.model), args.model, args.seed))
 
 
 def _compare(args):
