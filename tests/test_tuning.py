@@ -5,14 +5,16 @@ import subprocess
 import sys
 import time
 
+import optuna
 import pytest
 import yaml
-from optuna.trial import TrialState
+from optuna.distributions import FloatDistribution
+from optuna.trial import TrialState, create_trial
 
 from helpers.data import write_mirror
 from helpers.project import TRAINED_MODELS, pipeline_env, write_tiny_project
 from nmtbench.config import ConfigError, TuneConfig, load_params
-from nmtbench.training.tuning import open_study, search_space, study_name, tune, tuned_params, with_values
+from nmtbench.training.tuning import open_study, search_space, study_name, tune, tuned_params, winner, with_values
 
 SPACE = {"lr": {"low": 1.0e-4, "high": 5.0e-3, "log": True}, "warmup_steps": {"low": 0, "high": 200},
          "dropout": {"low": 0.0, "high": 0.5}}
@@ -98,6 +100,18 @@ def test_the_seeded_sampler_draws_the_same_trials_twice(tuned, project):
     shutil.rmtree(project / "tuning")
     tune(set_tune(project, seed=1), "tiny")  # another seed, other draws
     assert trials(project, "tiny")[1]["params"] != first[1]["params"]
+
+
+def test_the_winner_has_the_best_bleu_then_the_lowest_val_loss_among_the_counted_trials():
+    study = optuna.create_study(direction="maximize")
+    for bleu, loss, lr in ((0.0, 5.0, 1e-3), (0.0, 4.0, 2e-3), (0.0, 4.0, 3e-3), (9.0, 6.0, 4e-3)):
+        study.add_trial(create_trial(value=bleu, params={"lr": lr}, distributions={"lr": FloatDistribution(1e-4, 1e-2)},
+                                     user_attrs={"best_val_loss": loss, "default": lr == 1e-3}))
+    space = {"lr": ("train", None, 1e-3)}
+    # the fourth trial is beyond trials=3, so not counted; of three BLEU 0 trials the lower loss, then the earlier
+    assert winner(study, 3, space) == {"trials": 3, "default_val_bleu": 0.0, "tuned_val_bleu": 0.0, "trial": 1,
+                                       "params": {"train": {"lr": 2e-3}, "model": {}}}
+    assert winner(study, 4, space)["trial"] == 3  # higher BLEU wins whatever its loss
 
 
 def test_a_rerun_of_a_finished_study_trains_nothing(tuned_project):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import tempfile
 import time
@@ -154,7 +155,7 @@ def tune(params: Params, model: str, tokenized_dir: Path = Path("data/tokenized"
         with tempfile.TemporaryDirectory(prefix=f"nmtbench-tune-{model}-") as scratch, \
                 mock.patch.dict(os.environ, {"WANDB_MODE": "disabled"}):  # trials are not runs of the grid
             metrics = train(with_values(trial_params, model, values), model, cfg.seed, tokenized_dir, Path(scratch))
-        for key in ("steps", "train_seconds", "train_flops"):
+        for key in ("steps", "train_seconds", "train_flops", "best_val_loss"):
             trial.set_user_attr(key, metrics[key])
         return metrics["best_val_bleu"]
 
@@ -192,10 +193,11 @@ def suggest(trial: optuna.Trial, name: str, knob: KnobConfig):
 
 
 def winner(study: optuna.Study, trials: int, space: dict) -> dict:
-    """The best of the first `trials` complete trials (the earliest among equals) and the untuned trial's score."""
+    """The best of the first `trials` complete trials and the untuned trial's score. Equal val BLEU (common
+    for short trials of small models, all at 0) is decided by the lower val loss, then the earlier trial."""
     complete = sorted(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)), key=lambda t: t.number)
     counted = complete[:trials]
-    best = max(counted, key=lambda t: (t.value, -t.number))
+    best = max(counted, key=lambda t: (t.value, -t.user_attrs.get("best_val_loss", math.inf), -t.number))
     default = next((t for t in counted if t.user_attrs.get("default")), None)
     values = {"train": {}, "model": {}}
     for knob, (part, _, _) in space.items():
