@@ -28,5 +28,5 @@ def test_learning_curve_state_round_trips_and_its_clock_continues(tmp_path):
     resumed.on_train_start(None, None)
     assert resumed.rows == curve.rows and (resumed._loss_sum, resumed._batches) == (2.5, 2)
     restarted.now += 2.5
-    assert resumed.state_dict()["elapsed"] == 7.5  # the five seconds before the restart and the 2.5 after
+    assert resumed.state_dict()["elapsed"] == resumed.elapsed == 7.5  # the five seconds before the restart, 2.5 after
     assert LearningCurve(tmp_path / "other.csv", clock=clock).state_dict()["elapsed"] == 0.0  # never started

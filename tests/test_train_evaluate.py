@@ -292,6 +292,8 @@ def test_a_run_crashed_again_and_again_resumes_to_the_uninterrupted_result(proje
         def crash(module, batch, batch_idx, crash_at=crash_at):
             if module.global_step == crash_at:
                 raise Crash  # as a kill would, after last.ckpt of step crash_at
+            if crash_at == 2 and module.global_step == 1:
+                time.sleep(1.0)  # a second of the first process' training, which train.json must still count
             return step(module, batch, batch_idx)
         monkeypatch.setattr(TranslationModule, "training_step", crash)
         capfd.readouterr()
@@ -305,6 +307,8 @@ def test_a_run_crashed_again_and_again_resumes_to_the_uninterrupted_result(proje
     resumed = train(params, "tiny")
     assert "resuming models/tiny/seed42/unfinished/last.ckpt at step 4" in capfd.readouterr().err
     assert without_timings(resumed) == without_timings(whole)
+    _, rows = read_curve()  # the time of every process of the run, not only the last one's
+    assert resumed["train_seconds"] >= max(1.0, rows[-1]["wall_seconds"])
     assert_same_tensors(checkpoint_state("models/tiny/seed42/best.ckpt"),
                         checkpoint_state(tmp_path / "whole/models/tiny/seed42/best.ckpt"))
     assert not Path("models/tiny/seed42/unfinished").exists()

@@ -63,9 +63,13 @@ class LearningCurve(L.Callback):
         self._loss_sum, self._batches, self._elapsed = 0.0, 0, 0.0
         self._started: float | None = None  # clock() at which training, resumed or not, began
 
+    @property
+    def elapsed(self) -> float:
+        """Seconds since training began, validations included, and the processes it resumed from too."""
+        return self._elapsed if self._started is None else self._clock() - self._started
+
     def state_dict(self) -> dict:
-        elapsed = self._elapsed if self._started is None else self._clock() - self._started
-        return {"rows": self.rows, "elapsed": elapsed, "loss_sum": float(self._loss_sum), "batches": self._batches}
+        return {"rows": self.rows, "elapsed": self.elapsed, "loss_sum": float(self._loss_sum), "batches": self._batches}
 
     def load_state_dict(self, state: dict) -> None:
         self.rows, self._elapsed = list(state["rows"]), state["elapsed"]

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import math
 import shutil
-import time
 import warnings
 from pathlib import Path
 
@@ -88,9 +87,8 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
     # Lightning warns that a mid-epoch resume repeats the epoch's batches unless the loader is stateful;
     # here the data module restores the position (TranslationData.state_dict), so the warning is wrong
     warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
-    started = time.perf_counter()
     trainer.fit(module, datamodule=data, ckpt_path=resume_from)
-    wall = time.perf_counter() - started
+    wall = curve.elapsed  # of the whole run: a resumed run's earlier processes count too
     if not checkpoint.best_model_path:  # the time budget ran out before the first validation
         trainer.validate(module, datamodule=data, verbose=False)
         checkpoint.on_validation_end(trainer, module)
