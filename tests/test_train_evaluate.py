@@ -94,7 +94,9 @@ def test_val_bleu_drives_early_stopping_and_the_best_checkpoint(project, make_da
     assert columns == CURVE_COLUMNS
     assert [row["epoch"] for row in rows] == [float(e) for e in range(1, metrics["epochs"] + 1)]
     assert rows[-1]["step"] == metrics["steps"] and rows[-1]["target_tokens"] == metrics["target_tokens"]
-    assert all(a["wall_seconds"] < b["wall_seconds"] and a["step"] < b["step"] for a, b in zip(rows, rows[1:]))
+    assert rows[-1]["train_flops"] == metrics["train_flops"]  # no FLOP budget: counted all the same, per validation
+    assert all(a["wall_seconds"] < b["wall_seconds"] and a["step"] < b["step"] and a["train_flops"] < b["train_flops"]
+               for a, b in zip(rows, rows[1:]))
     bleus = [row["val_bleu"] for row in rows]
     best = bleus.index(max(bleus))
     assert max(bleus) > 0 and metrics["best_val_bleu"] == max(bleus)

@@ -67,7 +67,7 @@ class FlopBudget(L.Callback):
 
     Under a limit every rank adds the same all-reduced total each step, so all stop after the same
     step. Without one nothing is decided per step, so each rank counts its own batches and the ranks
-    are summed once, when training ends: no collective and no device sync on the hot path. The total
+    are summed only at validations and when training ends: no collective and no device sync on the hot path. The total
     is saved in checkpoints, so a resumed run goes on counting from where it stopped.
     """
 
@@ -84,8 +84,13 @@ class FlopBudget(L.Callback):
             trainer.should_stop = True
 
     def on_train_end(self, trainer, pl_module):
+        self.settle(trainer, pl_module)
+
+    def settle(self, trainer, pl_module) -> int:
+        """The FLOPs spent so far by every rank; a collective, so every rank calls it at the same point."""
         self.spent += self._sum_over_ranks(trainer, pl_module, self.unshared)
         self.unshared = 0
+        return self.spent
 
     @staticmethod
     def _sum_over_ranks(trainer, pl_module, flops: int) -> int:

@@ -7,6 +7,7 @@ columns of CURVE_COLUMNS (read by reports and by `dvc plots show`; keep the name
     epoch          epochs so far, fractional within an epoch (1.0: the end of the first)
     wall_seconds   seconds since training started, validation time included
     target_tokens  non-pad target tokens trained on so far, summed over every process
+    train_flops    training FLOPs spent so far (train.budget's count), summed over every process
     train_loss     mean label-smoothed training loss of the batches since the previous validation
     val_loss       unsmoothed per-token NLL on the val split; val_ppl is exp(val_loss)
     val_bleu       greedy BLEU on the val split (empty when train.val_bleu_sentences is 0)
@@ -25,8 +26,10 @@ from nmtbench.data.tokenizer import Tokenizer
 from nmtbench.decoding.translator import Translator
 from nmtbench.evaluation.scoring import score
 from nmtbench.files import write_text
+from nmtbench.training.budget import FlopBudget
 
-CURVE_COLUMNS = ("step", "epoch", "wall_seconds", "target_tokens", "train_loss", "val_loss", "val_ppl", "val_bleu")
+CURVE_COLUMNS = ("step", "epoch", "wall_seconds", "target_tokens", "train_flops", "train_loss", "val_loss", "val_ppl",
+                 "val_bleu")
 # beam 1 of the shared search is exactly greedy decoding; the length budget is the evaluate block's
 # default, fixed here so that val BLEU does not depend on the evaluate params
 GREEDY = DecodeConfig(beam=1)
@@ -54,12 +57,13 @@ class LearningCurve(L.Callback):
     """Appends a row to the learning curve at every validation; rank 0 rewrites the file atomically.
 
     Its rows, clock and loss sums travel in every checkpoint, so a run resumed from one continues
-    its curve instead of overwriting it with the rows after the restart. `clock` (seconds, any origin)
-    is time.perf_counter unless a test passes one it controls.
+    its curve instead of overwriting it with the rows after the restart. `flops` is the run's FLOP
+    counter, read at each validation. `clock` (seconds, any origin) is time.perf_counter unless a
+    test passes one it controls.
     """
 
-    def __init__(self, path: Path, clock: Callable[[], float] = time.perf_counter):
-        self.path, self.rows, self._clock = Path(path), [], clock
+    def __init__(self, path: Path, flops: FlopBudget, clock: Callable[[], float] = time.perf_counter):
+        self.path, self.rows, self.flops, self._clock = Path(path), [], flops, clock
         self._loss_sum, self._batches, self._elapsed = 0.0, 0, 0.0
         self._started: float | None = None  # clock() at which training, resumed or not, began
 
@@ -94,6 +98,7 @@ class LearningCurve(L.Callback):
             "epoch": round(trainer.current_epoch + loop.completed / max(trainer.num_training_batches, 1), 4),
             "wall_seconds": round(self._clock() - self._started, 2),
             "target_tokens": int(logged["train/target_tokens"]),
+            "train_flops": self.flops.settle(trainer, pl_module),
             "train_loss": round(loss_sum / batches, 4) if batches else "",
             "val_loss": round(float(logged["val/loss"]), 4),
             "val_ppl": round(float(logged["val/ppl"]), 2),

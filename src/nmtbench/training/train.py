@@ -58,7 +58,7 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
                                {"model": name, "seed": seed, **block, **cfg.model_dump(),
                                 "params": module.model.num_parameters()},
                                run_tags(name, block, seed))
-    curve = LearningCurve(paths.learning_curve)
+    curve = LearningCurve(paths.learning_curve, flop_budget)
     # the bar reads the logged loss off the device: every 10 steps, like the loggers, not at every step
     callbacks = [checkpoint, curve, flop_budget, ValidateLastStep(), TQDMProgressBar(refresh_rate=10)]
     if cfg.checkpoint_every_steps:
