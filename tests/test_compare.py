@@ -5,7 +5,7 @@ import statistics
 import pytest
 import yaml
 
-from nmtbench.config import CompareConfig, ConfigError
+from nmtbench.config import BudgetConfig, CompareConfig, ConfigError
 from nmtbench.evaluation.compare import bucket_labels, bucket_of, compare
 from nmtbench.evaluation.scoring import bleu, score
 from nmtbench.evaluation.significance import paired_bootstrap
@@ -275,3 +275,44 @@ def test_the_contrasts_pick_the_best_on_validation():
         ("best attention RNN vs best Transformer", "dot", "pre"),
         ("pre vs the baseline Transformer", "pre", "transformer"),
         ("decoder_only vs the baseline Transformer", "decoder_only", "transformer")]
+
+
+CURVES = {  # (model, seed) -> (training FLOPs, val BLEU) at each validation
+    ("transformer", 1): [(20, 5.0), (40, 9.0), (60, 8.0), (101, 12.0)],
+    ("transformer", 2): [(30, 6.0), (55, 10.0), (101, 11.0)],
+    ("rnn", 1): [(50, 3.0), (101, 4.0)],
+    ("rnn", 2): [(26, 2.0), (60, 1.0), (101, 5.0)],
+}
+
+
+def write_curves(root):
+    for (name, seed), rows in CURVES.items():
+        lines = ["step,epoch,wall_seconds,target_tokens,train_flops,train_loss,val_loss,val_ppl,val_bleu",
+                 *(f"{i},{i},{i},{i},{flops},2.0,2.0,7.39,{bleu}" for i, (flops, bleu) in enumerate(rows, 1))]
+        (root / "metrics" / name / f"seed{seed}" / "learning_curve.csv").write_text("\n".join(lines) + "\n")
+
+
+def test_val_bleu_across_compute_is_the_best_within_each_fraction_of_the_flop_budget(root):
+    assert run_compare(root, [1, 2])["across_compute"] is None  # no curves with FLOPs: nothing to read off
+    write_curves(root)
+    result = compare(["transformer", "rnn"], [1, 2], CFG, {SPLIT: {"src": SOURCES, "tgt": REFERENCES}}, root,
+                     budget=BudgetConfig(kind="flops", value=100))
+    found = result["across_compute"]
+    assert (found["flops"], found["budget"]) == (100, "train.budget")
+    mean = {name: {f: row[f] and row[f]["mean"] for f in row} for name, row in found["models"].items()}
+    # 1/4: transformer's second seed had not validated by 25 FLOPs; 1/2: the best so far, not the last
+    assert mean == {"transformer": {"0.25": None, "0.5": 7.5, "1.0": 11.5},
+                    "rnn": {"0.25": None, "0.5": 2.5, "1.0": 4.5}}
+    assert found["models"]["transformer"]["0.5"]["per_seed"] == {"1": 9.0, "2": 6.0}
+    markdown = (root / "results" / "comparison.md").read_text()
+    assert "| Model | 1/4 (25 FLOPs) | 1/2 (50 FLOPs) | all (1e+02 FLOPs) |" in markdown
+    assert "| transformer | - | 7.50 ± 2.12 | 11.50 ± 0.71 |" in markdown
+
+
+def test_without_a_flop_budget_the_largest_run_sets_the_scale(root):
+    write_curves(root)
+    found = compare(["transformer", "rnn"], [1], CFG, {SPLIT: {"src": SOURCES, "tgt": REFERENCES}}, root,
+                    budget=BudgetConfig(kind="none"))["across_compute"]
+    assert (found["flops"], found["budget"]) == (101, "the largest run")
+    assert {name: [row[f] and row[f]["mean"] for f in row] for name, row in found["models"].items()} == {
+        "transformer": [5.0, 9.0, 12.0], "rnn": [None, 3.0, 4.0]}

@@ -14,8 +14,8 @@ class Clock:
 def test_learning_curve_state_round_trips_and_its_clock_continues(tmp_path):
     clock = Clock(100.0)
     curve = LearningCurve(tmp_path / "learning_curve.csv", None, clock=clock)
-    curve.rows = [{"step": 3, "epoch": 1.0, "wall_seconds": 4.5, "target_tokens": 50, "train_flops": 7000, "train_loss": 5.9,
-                   "val_loss": 5.2, "val_ppl": 183.86, "val_bleu": ""}]
+    curve.rows = [{"step": 3, "epoch": 1.0, "wall_seconds": 4.5, "target_tokens": 50, "train_flops": 7000,
+                   "train_loss": 5.9, "val_loss": 5.2, "val_ppl": 183.86, "val_bleu": ""}]
     curve.on_train_start(None, None)
     clock.now += 5.0  # five seconds of training so far
     curve._loss_sum, curve._batches = 2.5, 2

@@ -54,7 +54,8 @@ def _compare(args):
     from nmtbench.evaluation.compare import compare
 
     params = load_params(args.params)
-    compare(list(params.models), params.seeds, params.compare, load_tokenized(), blocks=params.models)
+    compare(list(params.models), params.seeds, params.compare, load_tokenized(), blocks=params.models,
+            budget=params.train.budget)
     print((RESULTS / "comparison.md").read_text())
 
 

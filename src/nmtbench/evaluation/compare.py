@@ -12,6 +12,7 @@ translation.
 from __future__ import annotations
 
 import bisect
+import csv
 import hashlib
 import json
 import statistics
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from nmtbench.config import CompareConfig, ConfigError
+from nmtbench.config import BudgetConfig, CompareConfig, ConfigError
 from nmtbench.evaluation.scoring import SCORES, bleu
 from nmtbench.evaluation.significance import bleu_difference, paired_bootstrap
 from nmtbench.evaluation.tables import Table
@@ -32,15 +33,17 @@ OPTIONAL_TRAIN_KEYS = ("best_val_bleu",)
 EVAL_KEYS = (*SCORES, *(f"{key}_signature" for key in SCORES), "sentences_per_s", "hypotheses_sha256")
 SIGNIFICANCE_LEVEL = 0.05  # a p-value below this marks a difference to the baseline (95% confidence)
 TRANSFORMER_FAMILIES = ("transformer", "decoder_only")  # the Transformer variants of the verdict
+BUDGET_FRACTIONS = (0.25, 0.5, 1.0)  # where the ranking across compute is read off the learning curves
 
 
 def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_sets,
-            root: Path = Path("."), blocks: dict[str, dict] | None = None) -> dict:
+            root: Path = Path("."), blocks: dict[str, dict] | None = None, budget: BudgetConfig | None = None) -> dict:
     """Write results/comparison.json (for `dvc metrics show`) and results/comparison.md under root; return the json.
 
     test_sets maps every test split to its untouched "src" and "tgt" sentences (as data/tokenized does);
     the runs' metrics and translations are read where RunPaths puts them under root. blocks (each model's
     params block) names the families and attention of the verdict's contrasts; without them, no verdict.
+    budget (train.budget) scales the ranking across compute; without a FLOP budget the largest run sets it.
     """
     if not model_names:
         raise ValueError("compare: no models given; params.yaml must define at least one models.<name> block")
@@ -83,7 +86,8 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
                   for key in SCORES}
     comparison = {"baseline": baseline, "seeds": seeds, "splits": splits, "length_buckets": buckets,
                   "signatures": {**signatures, "paired_bootstrap": sorted(bootstrap_signatures)},
-                  "models": models, "examples": examples, "tuning": tuning_summary(model_names, root)}
+                  "models": models, "examples": examples, "tuning": tuning_summary(model_names, root),
+                  "across_compute": across_compute(runs, seeds, budget)}
     if blocks is not None:
         references = {split: list(test_sets[split]["tgt"]) for split in splits}
         comparison["verdict"] = verdict(models, blocks, seeds, baseline, translations, references, cfg)
@@ -113,6 +117,40 @@ def tuning_summary(model_names: list[str], root: Path) -> dict | None:
     return {"models": rows, "ranking": {
         **rankings, "models_changed": rankings["default"]["models"] != rankings["tuned"]["models"],
         "families_changed": rankings["default"]["families"] != rankings["tuned"]["families"]}}
+
+
+def across_compute(runs: dict[tuple[str, int], RunPaths], seeds: list[int], budget: BudgetConfig | None) -> dict | None:
+    """Each model's best validation BLEU within 1/4, 1/2 and all of the training FLOPs: the ranking at smaller budgets.
+
+    Read off the learning curves, so no extra run is needed: no schedule depends on train.budget (docs/training.md),
+    so the first quarter of a run is what a run of a quarter of the budget trains, up to where that one stops. The
+    budget is train.budget's FLOPs, or without a FLOP budget the most any run spent. None when a run's curve has no
+    FLOPs or no validation BLEU (trained before the curves recorded them, or with train.val_bleu_sentences 0).
+    """
+    curves = {run: _flops_curve(paths.learning_curve) for run, paths in runs.items()}
+    if not all(curves.values()):
+        return None
+    flops_budget = budget is not None and budget.kind == "flops"
+    total = budget.value if flops_budget else max(rows[-1][0] for rows in curves.values())
+    models = {}
+    for name in dict.fromkeys(name for name, _ in runs):
+        models[name] = {}
+        for fraction in BUDGET_FRACTIONS:  # the whole run at 1: a FLOP budget stops on the step that crosses it
+            within = [[bleu for flops, bleu in curves[name, seed] if fraction == 1 or flops <= fraction * total]
+                      for seed in seeds]
+            models[name][str(fraction)] = _spread([max(found) if found else None for found in within], seeds)
+    return {"flops": total, "budget": "train.budget" if flops_budget else "the largest run", "models": models}
+
+
+def _flops_curve(path: Path) -> list[tuple[float, float]]:
+    """(training FLOPs, val BLEU) at each validation of a learning_curve.csv that has both; [] otherwise."""
+    if not path.is_file():
+        return []
+    with path.open(newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        if "train_flops" not in (reader.fieldnames or ()):
+            return []
+        return [(float(row["train_flops"]), float(row["val_bleu"])) for row in reader if row["val_bleu"]]
 
 
 def contrasts(models: dict, blocks: dict[str, dict], baseline: str) -> list[tuple[str, str, str]]:
@@ -269,6 +307,9 @@ def markdown(comparison: dict) -> str:
                   *(f"- {note}" for note in tuning_notes(comparison))]
     if comparison.get("verdict") is not None:
         lines += ["", "## Verdict", "", *(f"- {line}" for line in verdict_lines(comparison))]
+    if comparison.get("across_compute"):
+        lines += ["", "## Validation BLEU across compute", "", compute_table(comparison).markdown(), "",
+                  f"- {compute_note(comparison)}"]
     return "\n".join(lines) + "\n"
 
 
@@ -345,6 +386,25 @@ def tuning_notes(comparison: dict) -> list[str]:
             *(f"{what.capitalize()} ranked by val BLEU untuned: {', '.join(ranking['default'][what])}; tuned: "
               f"{', '.join(ranking['tuned'][what])} ({'changed' if ranking[f'{what}_changed'] else 'unchanged'})."
               for what in ("families", "models"))]
+
+
+def compute_table(comparison: dict) -> Table:
+    """Per model: best val BLEU within 1/4, 1/2 and all of the training FLOPs."""
+    found = comparison["across_compute"]
+    header = ["Model", *(f"{_fraction(f)} ({f * found['flops']:.2g} FLOPs)" for f in BUDGET_FRACTIONS)]
+    rows = [[name, *(_cell(row[str(f)]) for f in BUDGET_FRACTIONS)] for name, row in found["models"].items()]
+    return Table(header, rows, "l" + "r" * len(BUDGET_FRACTIONS))
+
+
+def compute_note(comparison: dict) -> str:
+    found = comparison["across_compute"]
+    return (f"Best greedy val BLEU among the validations within that many training FLOPs ({found['budget']}: "
+            f"{found['flops']:.3g}); a dash where a run had not validated yet. Whether the ranking holds at a "
+            "smaller budget, without training again: docs/training.md, \"Learning curves\".")
+
+
+def _fraction(fraction: float) -> str:
+    return "all" if fraction == 1 else f"1/{round(1 / fraction)}"
 
 
 def verdict_lines(comparison: dict) -> list[str]:
