@@ -141,3 +141,15 @@ def test_apply_profile_replaces_only_the_named_blocks():
         "models": {"b": {}}, "train": {"lr": 3, "steps": 2}}
     with pytest.raises(ConfigError, match=r"^replace: expected a list of params blocks .* got \['modles'\]"):
         apply_profile(base, {"replace": ["modles"]})
+
+
+def test_the_converged_profile_is_the_grid_regularised_and_stopped_on_val_bleu():
+    with open("profiles/converge_cpu.yaml") as f:
+        params = parse_params(apply_profile(raw(), yaml.safe_load(f)))
+    assert list(params.models) == ["transformer", "lstm_attention_general"]
+    for name, block in params.models.items():  # the grid's own models, but for the shared dropout
+        assert block == {**raw()["models"][name], "dropout": 0.3}
+        model_config(name, block)
+    assert (params.train.budget.kind, params.train.early_stopping_metric, params.train.val_bleu_sentences) == (
+        "none", "bleu", None)
+    assert params.train.early_stopping_patience > 0
