@@ -316,3 +316,52 @@ def test_without_a_flop_budget_the_largest_run_sets_the_scale(root):
     assert (found["flops"], found["budget"]) == (101, "the largest run")
     assert {name: [row[f] and row[f]["mean"] for f in row] for name, row in found["models"].items()} == {
         "transformer": [5.0, 9.0, 12.0], "rnn": [None, 3.0, 4.0]}
+
+
+EXTERNAL = ["Eine Katze sitzt.", "Ein Hund rennt.", "Zwei Männer spielen Schach.", "Ein Kind lacht.", "Menschen."]
+
+
+def with_external(root, text, name="peer"):
+    path = root / "systems" / name / f"{SPLIT}.de"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return CFG.model_copy(update={"external": {name: {SPLIT: f"systems/{name}/{SPLIT}.de"}}})
+
+
+def test_an_outside_system_is_scored_and_tested_like_the_models(root):
+    cfg = with_external(root, "".join(line + "\n" for line in EXTERNAL))
+    result = run_compare(root, [1, 2], cfg)
+    peer = result["models"]["peer"]
+    expected = score(EXTERNAL, REFERENCES)
+    assert peer[SPLIT]["bleu"] == {"mean": expected["bleu"], "sd": None, "per_seed": {"external": expected["bleu"]}}
+    assert (peer["external"], peer["params"], peer["train_seconds"]) == (True, None, None)
+    assert result["models"]["rnn"]["external"] is False
+    tests = [paired_bootstrap({"rnn": OUTPUTS["rnn", seed], "peer": EXTERNAL}, REFERENCES, "rnn", 100, 5)[0]["peer"]
+             for seed in (1, 2)]  # against each seed's baseline run, as a model's run of that seed is
+    assert peer[SPLIT]["bootstrap"]["p_value"] == max(test["p_value"] for test in tests)
+    assert result["examples"][SPLIT][0]["outputs"]["peer"] == EXTERNAL[1]
+    table = (root / "results" / "comparison.md").read_text()
+    assert f"| peer (external) | - | - | - | - | - | {expected['bleu']:.2f}" in table
+    assert "(external): an outside system's translations" in table
+    blocks = {"transformer": {"family": "transformer"}, "rnn": {"family": "rnn", "attention": "none"}}
+    verdict = compare(["transformer", "rnn"], [1, 2], cfg, {SPLIT: {"src": SOURCES, "tgt": REFERENCES}}, root,
+                      blocks=blocks)["verdict"]
+    assert all("peer" not in (row["model"], row["other"]) for row in verdict)  # no contrast is about it
+
+
+@pytest.mark.parametrize("text, error", [
+    ("".join(line + "\n" for line in EXTERNAL[:4]), "has 4 lines for the 5 sentences"),
+    ("".join(line + "\n" for line in [*EXTERNAL[:2], "", *EXTERNAL[3:]]), "line 3 is empty where the reference"),
+    ("Eine Katze sitzt.\nGr\xfc\xdfe\n".encode("latin-1") + b"x\n" * 3, "is not UTF-8 text"),
+])
+def test_a_bad_outside_translation_is_refused_in_one_line(root, text, error):
+    with pytest.raises(ValueError, match=error) as refused:
+        run_compare(root, [1], with_external(root, text))
+    assert "compare.external.peer.test_2016_flickr" in str(refused.value) and "\n" not in str(refused.value)
+    assert not (root / "results" / "comparison.json").exists()
+
+
+def test_a_missing_outside_translation_names_where_to_put_it(root):
+    cfg = CFG.model_copy(update={"external": {"peer": {SPLIT: "systems/peer/missing.de"}}})
+    with pytest.raises(FileNotFoundError, match="systems/peer/missing.de not found; put the system's translation"):
+        run_compare(root, [1], cfg)

@@ -37,6 +37,14 @@ def test_default_params_load():
     ({"beam_sweep": {"split": "test_2018_flickr"}}, "beam_sweep.split: 'test_2018_flickr' is not valid; choose one "
                                                     "of val, test_2016_flickr, test_2017_flickr"),
     ({"report": {"attention_split": "train"}}, "report.attention_split: 'train' is not valid; choose one of val, "),
+    ({"compare": {"external": {"cnn": {"test_2016_flickr": "systems/a", "test_2017_flickr": "systems/b"}}}},
+     "compare.external.cnn: 'cnn' is also a model of params.yaml; give the outside system another name"),
+    ({"compare": {"external": {"peer": {"test_2016_flickr": "systems/a"}}}},
+     "compare.external.peer: gives test_2016_flickr; it needs one hypothesis file per test set the models are "
+     "scored on, in order: test_2016_flickr, test_2017_flickr (data.eval_splits)"),
+    ({"compare": {"external": {"peer": {"test_2016_flickr": "systems/a", "test_2017_flickr": "../b"}}}},
+     "compare.external.peer.test_2017_flickr: ../b is not under systems/, the folder the compare stage depends on"),
+    ({"compare": {"external": {"peer": "systems/a"}}}, "compare.external: expected system name -> {test split"),
     ({"train": {"lr": -1}}, "train.lr: must be > 0"),
     ({"train": {"budget": {"kind": "joules", "value": 1}}}, "train.budget.kind: 'joules' is not valid"),
     ({"train": {"budget": {"kind": "flops", "value": None}}}, "train.budget.value: budget kind flops needs a value"),

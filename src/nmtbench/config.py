@@ -150,6 +150,7 @@ class SourceConfig(Block):
 
 
 LANGUAGE = "expected a language code as the source names it, e.g. en"
+EXTERNAL_DIR = "systems"  # outside systems' translations (compare.external); the compare stage depends on it
 EvalSplits = Annotated[list[str], holds(lambda splits: distinct(splits) and all(splits) and "train" not in splits)]
 
 
@@ -379,6 +380,10 @@ class CompareConfig(Block):
                                                    "in words, of each bucket), got {value!r}")
     examples: list[Annotated[int, Field(ge=0)]] = Field(
         [0, 100, 500], description="expected sentence indices (integers >= 0), got {value!r}")
+    # outside systems scored beside the models: name -> {test split: its translation, a file under EXTERNAL_DIR}
+    external: dict[str, dict[str, str]] = Field(
+        {}, description="expected system name -> {{test split: hypothesis file}}, e.g. "
+                        "{{joeynmt: {{test_2016_flickr: systems/joeynmt/test_2016_flickr.de}}}}, got {value!r}")
 
 
 class TrialBudgetConfig(BudgetConfig):
@@ -479,6 +484,19 @@ class Params(Block):
         if self.beam_sweep.seed not in self.seeds:
             raise ConfigError(f"beam_sweep.seed: {self.beam_sweep.seed} is not in seeds {self.seeds}; "
                               "choose one of them")
+        for name, files in self.compare.external.items():
+            where = f"compare.external.{name}"
+            if name in self.models:
+                raise ConfigError(f"{where}: {name!r} is also a model of params.yaml; give the outside system "
+                                  "another name")
+            if list(files) != self.data.eval_splits:
+                raise ConfigError(f"{where}: gives {', '.join(files) or 'no test sets'}; it needs one hypothesis "
+                                  f"file per test set the models are scored on, in order: "
+                                  f"{', '.join(self.data.eval_splits)} (data.eval_splits)")
+            for split, path in files.items():
+                if Path(path).parts[:1] != (EXTERNAL_DIR,) or ".." in Path(path).parts:
+                    raise ConfigError(f"{where}.{split}: {path} is not under {EXTERNAL_DIR}/, the folder the compare "
+                                      f"stage depends on; move the file there")
         for where, split in (("beam_sweep.split", self.beam_sweep.split),
                              ("report.attention_split", self.report.attention_split)):
             if split is not None:

@@ -29,7 +29,8 @@ def make_workspace(project: Path, target: Path, profile: Path) -> Path:
     parse_params(merged)  # a bad override fails here, before any stage runs
     target.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(project / "dvc.yaml", target / "dvc.yaml")
-    shutil.copytree(project / "plots", target / "plots", dirs_exist_ok=True)  # the plot templates dvc.yaml names
+    for folder in ("plots", "systems"):  # what dvc.yaml names: the plot templates, outside systems' translations
+        shutil.copytree(project / folder, target / folder, dirs_exist_ok=True)
     header = f"# generated from params.yaml + {profile.name}; edit those, not this file\n"
     (target / "params.yaml").write_text(header + yaml.safe_dump(merged, sort_keys=False))
     if not (target / ".dvc").is_dir():  # a git repository too, so `dvc exp show` and `dvc exp run` work there

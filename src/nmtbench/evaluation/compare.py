@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from nmtbench.config import BudgetConfig, CompareConfig, ConfigError
-from nmtbench.evaluation.scoring import SCORES, bleu
+from nmtbench.evaluation.scoring import SCORES, bleu, score
 from nmtbench.evaluation.significance import bleu_difference, paired_bootstrap
 from nmtbench.evaluation.tables import Table
 from nmtbench.files import write_json, write_text
@@ -54,36 +54,45 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
     splits = _common_splits(evals, runs)
     buckets = bucket_labels(cfg.length_buckets)
 
-    models = {name: {"params": train[name, seeds[0]]["params"],
+    models = {name: {"params": train[name, seeds[0]]["params"], "external": False,
                      **{key: _spread([train[name, seed].get(key) for seed in seeds], seeds)
                         for key in (*TRAIN_KEYS[1:], *OPTIONAL_TRAIN_KEYS)}}
               for name in model_names}
-    examples, bootstrap_signatures, translations = {}, set(), {}
+    # an outside system is one run, the same against every seed's baseline: no size, cost or training to show
+    models.update({name: {"params": None, "external": True, **dict.fromkeys((*TRAIN_KEYS[1:], *OPTIONAL_TRAIN_KEYS))}
+                   for name in cfg.external})
+    examples, bootstrap_signatures, translations, scored = {}, set(), {}, []
     for split in splits:
         sources, references = list(test_sets[split]["src"]), list(test_sets[split]["tgt"])
         outputs = {run: _translations(paths.translation(split), *run, split, evals[run][split], len(references))
                    for run, paths in runs.items()}
+        external = {name: external_translations(Path(root) / files[split], name, split, references)
+                    for name, files in cfg.external.items()}
         examples[split] = _examples(cfg.examples, split, sources, references,
-                                    {name: outputs[name, seeds[0]] for name in model_names})
+                                    {**{name: outputs[name, seeds[0]] for name in model_names}, **external})
         translations[split] = outputs
         tests = {}
         for seed in seeds:  # runs of one seed against the baseline's run of that seed
-            tests[seed], signature = paired_bootstrap({name: outputs[name, seed] for name in model_names}, references,
+            tests[seed], signature = paired_bootstrap({**{name: outputs[name, seed] for name in model_names},
+                                                       **external}, references,
                                                       baseline, cfg.bootstrap_resamples, cfg.bootstrap_seed)
             bootstrap_signatures.add(signature)
         lengths = [bucket_of(len(source.split()), cfg.length_buckets) for source in sources]
-        for name in model_names:
+        runs_of = {**{name: ([outputs[name, seed] for seed in seeds], seeds) for name in model_names},
+                   **{name: ([hypotheses], ["external"]) for name, hypotheses in external.items()}}
+        for name, (hypotheses, labels) in runs_of.items():
+            found = ([evals[name, seed][split] for seed in seeds] if name in model_names else
+                     [{**score(hypotheses[0], references), "sentences_per_s": None}])
+            scored += found
             models[name][split] = {
-                **{key: _spread([evals[name, seed][split][key] for seed in seeds], seeds)
-                   for key in (*SCORES, "sentences_per_s")},
+                **{key: _spread([scores[key] for scores in found], labels) for key in (*SCORES, "sentences_per_s")},
                 "bootstrap": _significance({seed: tests[seed][name] for seed in seeds}),
-                "length_buckets": {label: _bucket_bleu([outputs[name, seed] for seed in seeds], references,
-                                                       [i for i, b in enumerate(lengths) if b == bucket], seeds)
+                "length_buckets": {label: _bucket_bleu(hypotheses, references,
+                                                       [i for i, b in enumerate(lengths) if b == bucket], labels)
                                    for bucket, label in enumerate(buckets)},
             }
 
-    signatures = {key: sorted({evals[run][split][f"{key}_signature"] for run in runs for split in splits})
-                  for key in SCORES}
+    signatures = {key: sorted({scores[f"{key}_signature"] for scores in scored}) for key in SCORES}
     comparison = {"baseline": baseline, "seeds": seeds, "splits": splits, "length_buckets": buckets,
                   "signatures": {**signatures, "paired_bootstrap": sorted(bootstrap_signatures)},
                   "models": models, "examples": examples, "tuning": tuning_summary(model_names, root),
@@ -94,6 +103,29 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
     write_json(Path(root) / RESULTS / "comparison.json", comparison)
     write_text(Path(root) / RESULTS / "comparison.md", markdown(comparison))
     return comparison
+
+
+def external_translations(path: Path, name: str, split: str, references: list[str]) -> list[str]:
+    """An outside system's translation of split: UTF-8 text, one line per reference, no line empty where the
+    reference has text (a lost line would shift every later one and score nonsense)."""
+    where = f"compare.external.{name}.{split}"
+    if not path.is_file():
+        raise FileNotFoundError(f"{where}: {path} not found; put the system's translation there, one line per "
+                                "test sentence")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{where}: {path} is not UTF-8 text (byte {error.start}); convert it, e.g. "
+                         f"iconv -f LATIN1 -t UTF-8") from None
+    lines = text.removesuffix("\n").split("\n")
+    if len(lines) != len(references):
+        raise ValueError(f"{where}: {path} has {len(lines)} lines for the {len(references)} sentences of {split}; "
+                         "give one translation per line, in the test set's order")
+    empty = next((i for i, (line, ref) in enumerate(zip(lines, references)) if not line.strip() and ref.strip()), None)
+    if empty is not None:
+        raise ValueError(f"{where}: {path} line {empty + 1} is empty where the reference has text; a line lost or "
+                         "split in two shifts every later one: check the file against the test set")
+    return [line.removesuffix("\r") for line in lines]
 
 
 def tuning_summary(model_names: list[str], root: Path) -> dict | None:
@@ -110,8 +142,8 @@ def tuning_summary(model_names: list[str], root: Path) -> dict | None:
     for key in ("default", "tuned"):
         scores = {name: row[f"{key}_val_bleu"] for name, row in rows.items() if row[f"{key}_val_bleu"] is not None}
         families = {}
-        for name, score in scores.items():
-            families[rows[name]["family"]] = max(score, families.get(rows[name]["family"], score))
+        for name, value in scores.items():
+            families[rows[name]["family"]] = max(value, families.get(rows[name]["family"], value))
         rankings[key] = {"models": sorted(scores, key=lambda name: -scores[name]),
                          "families": sorted(families, key=lambda family: -families[family])}
     return {"models": rows, "ranking": {
@@ -163,6 +195,7 @@ def contrasts(models: dict, blocks: dict[str, dict], baseline: str) -> list[tupl
     def best(names):
         return max(names, key=on_val) if names else None
 
+    models = {name: row for name, row in models.items() if name in blocks}  # outside systems answer no contrast
     rnns = [name for name in models if blocks[name].get("family") == "rnn"]
     attention = best([name for name in rnns if blocks[name].get("attention", "none") != "none"])
     plain = best([name for name in rnns if blocks[name].get("attention", "none") == "none"])
@@ -318,7 +351,7 @@ def markdown(comparison: dict) -> str:
 def headline_table(comparison: dict) -> Table:
     """Per model: size, training time, BLEU with its 95% interval and decoding speed on the first test set."""
     split = comparison["splits"][0]
-    rows = [[_model(name, comparison), f"{row['params']:,}", _duration(row["train_seconds"]["mean"]),
+    rows = [[_model(name, comparison), _count(row["params"]), _duration(row["train_seconds"]),
              *_bleu_cells(row[split]), _cell(row[split]["sentences_per_s"], 1)]
             for name, row in comparison["models"].items()]
     return Table(["Model", "Parameters", "Training time", f"{split} BLEU", "95% CI", "Decoding sentences/s"], rows,
@@ -332,9 +365,9 @@ def main_table(comparison: dict) -> Table:
     header += [f"{split} {column}" for split in splits for column in ("BLEU", "95% CI", "BLEU lc", "chrF", "TER")]
     rows = []
     for name, row in comparison["models"].items():
-        cells = [_model(name, comparison), f"{row['params']:,}", _duration(row["train_seconds"]["mean"]),
-                 f"{row['train_tokens_per_s']['mean']:,.0f}", _cell(row["best_val_loss"], 3),
-                 _cell(row["best_val_bleu"])]
+        cells = [_model(name, comparison), _count(row["params"]), _duration(row["train_seconds"]),
+                 _count(row["train_tokens_per_s"] and round(row["train_tokens_per_s"]["mean"])),
+                 _cell(row["best_val_loss"], 3), _cell(row["best_val_bleu"])]
         for split in splits:
             cells += [*_bleu_cells(row[split]), _cell(row[split]["bleu_lc"]), _cell(row[split]["chrf"]),
                       _cell(row[split]["ter"])]
@@ -353,7 +386,10 @@ def comparison_notes(comparison: dict) -> list[str]:
             "95% CI: the interval of BLEU over bootstrap resamples of the test set (sacreBLEU's paired bootstrap"
             + (", averaged over seeds" if several else "") + f": `{bootstrap}`).",
             f"*: BLEU differs from the baseline's ({baseline}) with p < {SIGNIFICANCE_LEVEL}"
-            + (" in every seed" if several else "") + "."]
+            + (" in every seed" if several else "") + ".",
+            *(["(external): an outside system's translations (compare.external), scored and tested the same way; "
+               "it has no size, cost or training of ours to show."]
+              if any(row.get("external") for row in comparison["models"].values()) else [])]
 
 
 def length_table(comparison: dict, split: str) -> Table:
@@ -423,7 +459,13 @@ def _value(value) -> str:
 
 
 def _model(name: str, comparison: dict) -> str:
-    return f"{name} (baseline)" if name == comparison["baseline"] else name
+    if name == comparison["baseline"]:
+        return f"{name} (baseline)"
+    return f"{name} (external)" if comparison["models"][name].get("external") else name
+
+
+def _count(params: int | None) -> str:
+    return "-" if params is None else f"{params:,}"
 
 
 def _bleu_cells(scores: dict) -> list[str]:
@@ -441,6 +483,9 @@ def _cell(spread: dict | None, digits: int = 2) -> str:
     return text if spread["sd"] is None else f"{text} ± {spread['sd']:.{digits}f}"
 
 
-def _duration(seconds: float) -> str:
-    minutes, secs = divmod(round(seconds), 60)
+def _duration(seconds: dict | None) -> str:
+    """h:mm:ss of a spread's mean; a dash for an outside system."""
+    if seconds is None:
+        return "-"
+    minutes, secs = divmod(round(seconds["mean"]), 60)
     return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}"
