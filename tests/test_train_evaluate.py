@@ -418,3 +418,23 @@ def test_compiled_training_matches_eager_training_and_keeps_the_checkpoint_keys(
     assert compiled_state.keys() == eager_state.keys()  # evaluate and load_model read it as before
     assert compiled["steps"] == eager["steps"] and compiled["target_tokens"] == eager["target_tokens"]
     assert compiled["best_val_loss"] == pytest.approx(eager["best_val_loss"], abs=2e-3)
+
+
+def test_an_own_model_outside_the_package_trains_decodes_and_is_budgeted(project, tmp_path, monkeypatch):
+    """A module the test writes, named in params as package.module:Class, goes through train and evaluate."""
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "mine.py").write_text((Path(__file__).parents[1] / "examples/own_model/bag_gru.py").read_text())
+    monkeypatch.syspath_prepend(str(own))
+    block = {"family": "mine:BagGRU", "embed_dim": 16, "hidden_dim": 16, "dropout": 0.0}
+    cfg = project.train.model_copy(update={"budget": project.train.budget.model_copy(
+        update={"kind": "flops", "value": 4.0e+6})})
+    params = project.model_copy(update={"train": cfg, "models": {"mine": block}, "seeds": [42]})
+    metrics = train(params, "mine")
+    assert 0 < metrics["steps"] and 4.0e6 <= metrics["train_flops"]  # counted like a built-in, stopped by the budget
+    model = load_model("models/mine/seed42/best.ckpt", Tokenizer("data/tokenized"))
+    assert type(model).__name__ == "BagGRU" and metrics["params"] == model.num_parameters()
+    scores = evaluate(params, "mine")
+    assert set(scores) == set(params.data.eval_splits)
+    found = Path(f"results/mine/seed42/{params.data.eval_splits[0]}.txt").read_text().splitlines()
+    assert len(found) == scores[params.data.eval_splits[0]]["sentences"]

@@ -57,6 +57,9 @@ class Block(BaseModel):
         except ValidationError as error:
             raise ConfigError(refusal(error, type(self), values, self.where if where is None else where)) from None
 
+    def validate(self, where: str) -> None:
+        """Checks across keys, which a model family's config adds (it replaces pydantic's deprecated validate)."""
+
     @field_validator("*", mode="before")
     @classmethod
     def _empty_block(cls, value, info):

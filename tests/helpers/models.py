@@ -1,9 +1,15 @@
 """Tiny models: every registered variant, small enough for exhaustive tests."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import torch
 
 from nmtbench.models.registry import build_model
+
+# the worked example of an own model, outside the package, imported as params.yaml would name it
+sys.path.insert(0, str(Path(__file__).parents[2] / "examples" / "own_model"))
 
 # Tiny models: one entry per variant the shared model and search tests run on.
 V, PAD, BOS, EOS = 20, 0, 2, 3
@@ -35,6 +41,7 @@ TINY_VARIANTS = {
     "cnn": {"family": "cnn", "embed_dim": 12, "channels": 16, "kernel": 3, "dropout": 0.0},
     "cnn_wide_kernel": {"family": "cnn", "embed_dim": 12, "channels": 16, "kernel": 5, "encoder_layers": 3,
                         "decoder_layers": 1, "dropout": 0.0},
+    "own_bag_gru": {"family": "bag_gru:BagGRU", "embed_dim": 12, "hidden_dim": 16, "dropout": 0.0},
 }
 
 

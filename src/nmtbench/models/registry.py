@@ -1,7 +1,14 @@
-"""Build any model variant from its `models.<name>` block: `family` picks the file, the rest its config."""
+"""Build any model variant from its `models.<name>` block: `family` picks the file, the rest its config.
+
+A family is one of the built-in FAMILIES, or the import path `package.module:ClassName` of a researcher's own
+Seq2Seq subclass, which names its config class in `config_class` (a nmtbench.config.Block, like the built-ins'
+configs, so unknown keys and bad values are refused the same way). docs/models.md, "Your own model".
+"""
 from __future__ import annotations
 
-from nmtbench.config import ConfigError, choice, from_dict
+import importlib
+
+from nmtbench.config import Block, ConfigError, choice, from_dict
 from nmtbench.models.cnn import ConvConfig, ConvSeq2Seq
 from nmtbench.models.decoder_only import DecoderOnlyConfig, DecoderOnlySeq2Seq
 from nmtbench.models.interface import Seq2Seq
@@ -16,13 +23,34 @@ FAMILIES = {
 }
 
 
+def family_classes(where: str, family: str) -> tuple[type[Block], type[Seq2Seq]]:
+    """(config class, model class) of a built-in family or of an own model's import path."""
+    if not isinstance(family, str) or ":" not in family:
+        return FAMILIES[choice(where, family, FAMILIES)]
+    module_name, _, class_name = family.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ConfigError(f"{where}: cannot import {module_name} ({error}); put its folder on PYTHONPATH or install "
+                          f"it, or choose one of {', '.join(FAMILIES)}") from None
+    model_cls = getattr(module, class_name, None)
+    if not (isinstance(model_cls, type) and issubclass(model_cls, Seq2Seq)):
+        found = "not found" if model_cls is None else "not a subclass of nmtbench.models.interface.Seq2Seq"
+        raise ConfigError(f"{where}: {class_name} in {module_name} is {found}; name a Seq2Seq subclass as "
+                          "package.module:ClassName")
+    config_cls = getattr(model_cls, "config_class", None)
+    if not (isinstance(config_cls, type) and issubclass(config_cls, Block)):
+        raise ConfigError(f"{where}: {family} declares no config class; set its class attribute config_class to a "
+                          "subclass of nmtbench.config.Block holding its keys")
+    return config_cls, model_cls
+
+
 def model_config(name: str, block: dict):
     """Validate a params block and return its typed config; errors name the key and the valid choices."""
     where = f"models.{name}"
     if not isinstance(block, dict) or "family" not in block:
-        raise ConfigError(f"{where}: missing 'family'; choose one of {', '.join(FAMILIES)}")
-    family = choice(f"{where}.family", block["family"], FAMILIES)
-    config_cls, _ = FAMILIES[family]
+        raise ConfigError(f"{where}: missing 'family'; choose one of {', '.join(FAMILIES)} or package.module:Class")
+    config_cls, _ = family_classes(f"{where}.family", block["family"])
     cfg = from_dict(config_cls, {k: v for k, v in block.items() if k != "family"}, where)
     cfg.validate(where)
     return cfg
@@ -30,5 +58,5 @@ def model_config(name: str, block: dict):
 
 def build_model(name: str, block: dict, vocab_size: int, pad_id: int) -> Seq2Seq:
     cfg = model_config(name, block)
-    _, model_cls = FAMILIES[block["family"]]
+    _, model_cls = family_classes(f"models.{name}.family", block["family"])
     return model_cls(cfg, vocab_size, pad_id)

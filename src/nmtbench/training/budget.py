@@ -12,7 +12,7 @@ from fractions import Fraction
 import lightning as L
 import torch
 
-from nmtbench.config import BudgetConfig
+from nmtbench.config import BudgetConfig, ConfigError
 from nmtbench.data.tokenizer import BOS, PAD
 from nmtbench.models.flops import training_step_flops
 
@@ -111,7 +111,12 @@ def budget_limits(budget: BudgetConfig, model: torch.nn.Module) -> tuple[timedel
     time budget.
     """
     max_time = timedelta(seconds=budget.value) if budget.kind == "time" else None
-    return max_time, FlopBudget(budget.value if budget.kind == "flops" else None, TrainingFlops(model))
+    cost = TrainingFlops(model)
+    if budget.kind == "flops" and not any(cost.grid.values()):  # an own model whose kernels torch cannot count
+        raise ConfigError(f"train.budget: torch's FLOP counter finds no matrix product in the training step of "
+                          f"{type(model).__name__}, so a flops budget would never stop it; give it train.budget.kind "
+                          "time or train.max_steps instead")
+    return max_time, FlopBudget(budget.value if budget.kind == "flops" else None, cost)
 
 
 class ValidateLastStep(L.Callback):

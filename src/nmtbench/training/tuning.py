@@ -31,7 +31,7 @@ from optuna.trial import TrialState
 from nmtbench.config import ConfigError, KnobConfig, Params, TuneConfig
 from nmtbench.files import write_json, write_text
 from nmtbench.loading import read_vocab
-from nmtbench.models.registry import FAMILIES, model_config
+from nmtbench.models.registry import model_config
 from nmtbench.runs import TUNING, tuned_file
 from nmtbench.training.train import train
 
@@ -48,7 +48,7 @@ def search_space(params: Params, model: str) -> dict[str, tuple[str, KnobConfig,
     knobs = params.tune.space.get(family)
     if not knobs:
         raise ConfigError(f"tune.space: no search space for family {family} (models.{model}); add tune.space.{family}")
-    fields = FAMILIES[family][0].model_fields
+    fields = type(cfg).model_fields
     space = {}
     for name, knob in knobs.items():
         where = f"tune.space.{family}.{name}"
