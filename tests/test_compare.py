@@ -27,7 +27,7 @@ TRAIN = {"transformer": (9_512_448, 1199.6, 15321.4, 2.3456, 30.125), "rnn": (3_
 CFG = CompareConfig(baseline="rnn", bootstrap_resamples=100, bootstrap_seed=5, length_buckets=[4, 8], examples=[1, 3])
 
 
-def write_run(root, name, seed, hypotheses):
+def write_run(root, name, seed, hypotheses, lang=None):
     """metrics/<name>/seed<seed>/{train,eval}.json and results/<name>/seed<seed>/<split>.txt as the stages
     write them."""
     text = "".join(h + "\n" for h in hypotheses)
@@ -37,8 +37,9 @@ def write_run(root, name, seed, hypotheses):
     train = {"params": params, "train_seconds": seconds + seed, "train_tokens_per_s": tokens_per_s,
              "best_val_loss": val_loss + seed / 100, "best_val_bleu": val_bleu and val_bleu + seed,
              "best_val_ppl": 2.0, "steps": 1200, "epochs": 10, "target_tokens": 10_000}
-    evals = {SPLIT: {**score(hypotheses, REFERENCES), "sentences": 5, "decode_seconds": 0.5, "sentences_per_s": 10.0,
-                     "beam": 5, "hypotheses_sha256": hashlib.sha256(text.encode()).hexdigest()}}
+    evals = {SPLIT: {**score(hypotheses, REFERENCES, lang), "sentences": 5, "decode_seconds": 0.5,
+                     "sentences_per_s": 10.0, "beam": 5,
+                     "hypotheses_sha256": hashlib.sha256(text.encode()).hexdigest()}}
     (root / "metrics" / name / f"seed{seed}").mkdir(parents=True)
     (root / "metrics" / name / f"seed{seed}" / "train.json").write_text(json.dumps(train))
     (root / "metrics" / name / f"seed{seed}" / "eval.json").write_text(json.dumps(evals))
@@ -365,3 +366,19 @@ def test_a_missing_outside_translation_names_where_to_put_it(root):
     cfg = CFG.model_copy(update={"external": {"peer": {SPLIT: "systems/peer/missing.de"}}})
     with pytest.raises(FileNotFoundError, match="systems/peer/missing.de not found; put the system's translation"):
         run_compare(root, [1], cfg)
+
+
+def test_the_published_convention_bleu_is_shown_when_every_run_has_it(tmp_path):
+    for (name, seed), hypotheses in OUTPUTS.items():
+        write_run(tmp_path, name, seed, hypotheses, lang="de")
+    cfg = with_external(tmp_path, "".join(line + "\n" for line in EXTERNAL))
+    result = compare(["transformer", "rnn"], [1], cfg, {SPLIT: {"src": SOURCES, "tgt": REFERENCES}}, tmp_path,
+                     lang="de")
+    expected = {name: score(hypotheses, REFERENCES, "de")["bleu_lc_tok"]
+                for name, hypotheses in (("rnn", OUTPUTS["rnn", 1]), ("peer", EXTERNAL))}
+    assert {name: result["models"][name][SPLIT]["bleu_lc_tok"]["mean"] for name in expected} == expected
+    assert result["signatures"]["bleu_lc_tok"] == [score(EXTERNAL, REFERENCES, "de")["bleu_lc_tok_signature"]]
+    table = (tmp_path / "results" / "comparison.md").read_text()
+    assert f"{SPLIT} BLEU lc tok |" in table and "BLEU lc tok: lowercased on Moses-tokenized text" in table
+    (tmp_path / "results" / "comparison.json").unlink()
+    assert "bleu_lc_tok" not in run_compare(tmp_path, [1], cfg)["signatures"]  # an outside system, no language given

@@ -68,3 +68,24 @@ def test_length_mismatch_is_one_clear_line(scorer):
 def test_empty_corpus_is_refused(scorer):
     with pytest.raises(ValueError, match="nothing to score"):
         scorer([], [])
+
+
+def moses_cli(tmp_path, lines, lang):
+    """Lowercased lines through the sacremoses command line (no escaping), as Multi30k papers preprocess."""
+    cli = Path(sys.executable).with_name("sacremoses")
+    text = "".join(line.lower() + "\n" for line in lines)
+    out = subprocess.run([str(cli), "-l", lang, "-j", "1", "tokenize"], input=text, check=True, capture_output=True,
+                         text=True).stdout
+    return out.splitlines()
+
+
+def test_published_convention_bleu_is_multi_bleu_on_moses_tokenized_lowercased_text(tmp_path):
+    hypotheses = ["Ein Mann's Hund, der über Steine springt.", "Zwei Kinder spielen im Schnee."]
+    references = ["Der Hund eines Mannes springt über Steine.", "Zwei kinder spielen im Schnee!"]
+    (expected,) = sacrebleu_cli(tmp_path, moses_cli(tmp_path, hypotheses, "de"), moses_cli(tmp_path, references, "de"),
+                                "-m", "bleu", "-tok", "none", "--force")
+    result = score(hypotheses, references, lang="de")
+    assert result["bleu_lc_tok"] == expected["score"] == 30.84
+    assert result["bleu_lc_tok_signature"] == "moses-tok:de|lc|" + expected["signature"]
+    assert result["bleu_lc_tok"] != result["bleu_lc"]  # 13a splits "Mann's" otherwise than Moses does
+    assert "bleu_lc_tok" not in score(hypotheses, references)  # only where the target language is known

@@ -55,7 +55,7 @@ def _compare(args):
 
     params = load_params(args.params)
     compare(list(params.models), params.seeds, params.compare, load_tokenized(), blocks=params.models,
-            budget=params.train.budget)
+            budget=params.train.budget, lang=params.data.tgt_lang)
     print((RESULTS / "comparison.md").read_text())
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from nmtbench.config import BudgetConfig, CompareConfig, ConfigError
-from nmtbench.evaluation.scoring import SCORES, bleu, score
+from nmtbench.evaluation.scoring import PUBLISHED, SCORES, bleu, score
 from nmtbench.evaluation.significance import bleu_difference, paired_bootstrap
 from nmtbench.evaluation.tables import Table
 from nmtbench.files import write_json, write_text
@@ -37,13 +37,16 @@ BUDGET_FRACTIONS = (0.25, 0.5, 1.0)  # where the ranking across compute is read 
 
 
 def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_sets,
-            root: Path = Path("."), blocks: dict[str, dict] | None = None, budget: BudgetConfig | None = None) -> dict:
+            root: Path = Path("."), blocks: dict[str, dict] | None = None, budget: BudgetConfig | None = None,
+            lang: str | None = None) -> dict:
     """Write results/comparison.json (for `dvc metrics show`) and results/comparison.md under root; return the json.
 
     test_sets maps every test split to its untouched "src" and "tgt" sentences (as data/tokenized does);
     the runs' metrics and translations are read where RunPaths puts them under root. blocks (each model's
     params block) names the families and attention of the verdict's contrasts; without them, no verdict.
     budget (train.budget) scales the ranking across compute; without a FLOP budget the largest run sets it.
+    lang (the target language) scores outside systems by the published convention too (PUBLISHED), which the
+    table shows when every run has it.
     """
     if not model_names:
         raise ValueError("compare: no models given; params.yaml must define at least one models.<name> block")
@@ -62,6 +65,9 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
     models.update({name: {"params": None, "external": True, **dict.fromkeys((*TRAIN_KEYS[1:], *OPTIONAL_TRAIN_KEYS))}
                    for name in cfg.external})
     examples, bootstrap_signatures, translations, scored = {}, set(), {}, []
+    published = (all(PUBLISHED in evals[run][split] for run in runs for split in splits)
+                 and (lang is not None or not cfg.external))
+    keys = (*SCORES, *((PUBLISHED,) if published else ()), "sentences_per_s")
     for split in splits:
         sources, references = list(test_sets[split]["src"]), list(test_sets[split]["tgt"])
         outputs = {run: _translations(paths.translation(split), *run, split, evals[run][split], len(references))
@@ -82,17 +88,17 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
                    **{name: ([hypotheses], ["external"]) for name, hypotheses in external.items()}}
         for name, (hypotheses, labels) in runs_of.items():
             found = ([evals[name, seed][split] for seed in seeds] if name in model_names else
-                     [{**score(hypotheses[0], references), "sentences_per_s": None}])
+                     [{**score(hypotheses[0], references, lang), "sentences_per_s": None}])
             scored += found
             models[name][split] = {
-                **{key: _spread([scores[key] for scores in found], labels) for key in (*SCORES, "sentences_per_s")},
+                **{key: _spread([scores[key] for scores in found], labels) for key in keys},
                 "bootstrap": _significance({seed: tests[seed][name] for seed in seeds}),
                 "length_buckets": {label: _bucket_bleu(hypotheses, references,
                                                        [i for i, b in enumerate(lengths) if b == bucket], labels)
                                    for bucket, label in enumerate(buckets)},
             }
 
-    signatures = {key: sorted({scores[f"{key}_signature"] for scores in scored}) for key in SCORES}
+    signatures = {key: sorted({scores[f"{key}_signature"] for scores in scored}) for key in keys[:-1]}
     comparison = {"baseline": baseline, "seeds": seeds, "splits": splits, "length_buckets": buckets,
                   "signatures": {**signatures, "paired_bootstrap": sorted(bootstrap_signatures)},
                   "models": models, "examples": examples, "tuning": tuning_summary(model_names, root),
@@ -362,14 +368,17 @@ def main_table(comparison: dict) -> Table:
     """Per model: cost, validation figures and every score on every test set."""
     splits = comparison["splits"]
     header = ["Model", "Parameters", "Training time", "Train tokens/s", "Best val loss", "Best val BLEU"]
-    header += [f"{split} {column}" for split in splits for column in ("BLEU", "95% CI", "BLEU lc", "chrF", "TER")]
+    published = PUBLISHED in comparison["signatures"]
+    columns = ("BLEU", "95% CI", "BLEU lc", *(("BLEU lc tok",) if published else ()), "chrF", "TER")
+    header += [f"{split} {column}" for split in splits for column in columns]
     rows = []
     for name, row in comparison["models"].items():
         cells = [_model(name, comparison), _count(row["params"]), _duration(row["train_seconds"]),
                  _count(row["train_tokens_per_s"] and round(row["train_tokens_per_s"]["mean"])),
                  _cell(row["best_val_loss"], 3), _cell(row["best_val_bleu"])]
         for split in splits:
-            cells += [*_bleu_cells(row[split]), _cell(row[split]["bleu_lc"]), _cell(row[split]["chrf"]),
+            cells += [*_bleu_cells(row[split]), _cell(row[split]["bleu_lc"]),
+                      *((_cell(row[split][PUBLISHED]),) if published else ()), _cell(row[split]["chrf"]),
                       _cell(row[split]["ter"])]
         rows.append(cells)
     return Table(header, rows, "l" + "r" * (len(header) - 1))
@@ -382,7 +391,10 @@ def comparison_notes(comparison: dict) -> list[str]:
     bootstrap = "`, `".join(comparison["signatures"]["paired_bootstrap"])
     return [f"Mean ± sd over {len(seeds)} seeds ({', '.join(map(str, seeds))})." if several else
             f"One seed ({seeds[0]}).",
-            "BLEU: cased sacreBLEU (13a), the headline; BLEU lc: lowercased; chrF; TER: lower is better.",
+            "BLEU: cased sacreBLEU (13a), the headline; BLEU lc: lowercased; "
+            + ("BLEU lc tok: lowercased on Moses-tokenized text, as most Multi30k papers report BLEU "
+               "(docs/evaluation.md); " if PUBLISHED in comparison["signatures"] else "")
+            + "chrF; TER: lower is better.",
             "95% CI: the interval of BLEU over bootstrap resamples of the test set (sacreBLEU's paired bootstrap"
             + (", averaged over seeds" if several else "") + f": `{bootstrap}`).",
             f"*: BLEU differs from the baseline's ({baseline}) with p < {SIGNIFICANCE_LEVEL}"
@@ -404,8 +416,9 @@ def length_table(comparison: dict, split: str) -> Table:
 def signatures(comparison: dict) -> list[str]:
     """Every sacreBLEU signature behind the scores, as "label: `signature`"."""
     return [f"{label}: `{signature}`"
-            for key, label in (("bleu", "BLEU"), ("bleu_lc", "BLEU lc"), ("chrf", "chrF"), ("ter", "TER"))
-            for signature in comparison["signatures"][key]]
+            for key, label in (("bleu", "BLEU"), ("bleu_lc", "BLEU lc"), (PUBLISHED, "BLEU lc tok"), ("chrf", "chrF"),
+                               ("ter", "TER"))
+            for signature in comparison["signatures"].get(key, [])]
 
 
 def tuning_table(comparison: dict) -> Table:
