@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from nmtbench.config import ConfigError, DecodeConfig, load_params, resolve_device
+from nmtbench.provenance import version_line
 from nmtbench.runs import RESULTS
 
 
@@ -52,9 +53,11 @@ def _evaluate(args):
 def _compare(args):
     from nmtbench.data.tokenizer import load_tokenized
     from nmtbench.evaluation.compare import compare
+    from nmtbench.evaluation.headline import log_experiment
 
     params = load_params(args.params)
-    compare(list(params.models), params.seeds, params.compare, load_tokenized(), blocks=params.models)
+    comparison = compare(list(params.models), params.seeds, params.compare, load_tokenized(), blocks=params.models)
+    log_experiment(params.wandb, comparison)
     print((RESULTS / "comparison.md").read_text())
 
 
@@ -162,6 +165,8 @@ def _workspace(args):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nmtbench", description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
+    parser.add_argument("--version", action="version", version=version_line(),
+                        help="print the version and the git commit of the code, then exit")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("check", help="validate every block of the params file (make repro runs it before dvc repro, "
                         "which deletes a stage's outputs before the stage can refuse bad params)"

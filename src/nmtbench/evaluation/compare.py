@@ -15,15 +15,18 @@ import bisect
 import hashlib
 import json
 import statistics
+import time
 from pathlib import Path
 
 import yaml
 
 from nmtbench.config import CompareConfig, ConfigError
+from nmtbench.evaluation.headline import BLEU_METRICS, bleu_metrics
 from nmtbench.evaluation.scoring import SCORES, bleu
 from nmtbench.evaluation.significance import bleu_difference, paired_bootstrap
 from nmtbench.evaluation.tables import Table
 from nmtbench.files import write_json, write_text
+from nmtbench.provenance import code_text, stamp
 from nmtbench.runs import RESULTS, RunPaths, tuned_file
 
 TRAIN_KEYS = ("params", "train_seconds", "train_tokens_per_s", "best_val_loss", "steps", "target_tokens")
@@ -36,18 +39,23 @@ TRANSFORMER_FAMILIES = ("transformer", "decoder_only")  # the Transformer varian
 
 def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_sets,
             root: Path = Path("."), blocks: dict[str, dict] | None = None) -> dict:
-    """Write results/comparison.json (for `dvc metrics show`) and results/comparison.md under root; return the json.
+    """Write results/comparison.json, results/comparison.md and results/bleu.json (the DVC metrics) under root;
+    return the json.
 
     test_sets maps every test split to its untouched "src" and "tgt" sentences (as data/tokenized does);
     the runs' metrics and translations are read where RunPaths puts them under root. blocks (each model's
     params block) names the families and attention of the verdict's contrasts; without them, no verdict.
     """
+    started = time.perf_counter()
     if not model_names:
         raise ValueError("compare: no models given; params.yaml must define at least one models.<name> block")
     baseline = cfg.baseline or model_names[0]
     runs = {(name, seed): RunPaths(name, seed, Path(root)) for name in model_names for seed in seeds}
     train = {run: _load(paths.train_metrics, *run, "train", TRAIN_KEYS) for run, paths in runs.items()}
     evals = {run: _load(paths.eval_metrics, *run, "evaluate") for run, paths in runs.items()}
+    # what produced each run; None for a run written before provenance was recorded
+    stamps = {stage: {paths.name.as_posix(): found[run].pop("provenance", None) for run, paths in runs.items()}
+              for stage, found in (("train", train), ("evaluate", evals))}
     splits = _common_splits(evals, runs)
     buckets = bucket_labels(cfg.length_buckets)
 
@@ -87,8 +95,10 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
     if blocks is not None:
         references = {split: list(test_sets[split]["tgt"]) for split in splits}
         comparison["verdict"] = verdict(models, blocks, seeds, baseline, translations, references, cfg)
+    comparison["provenance"] = {"compare": stamp(started), **stamps}
     write_json(Path(root) / RESULTS / "comparison.json", comparison)
     write_text(Path(root) / RESULTS / "comparison.md", markdown(comparison))
+    write_json(Path(root) / BLEU_METRICS, bleu_metrics(comparison))
     return comparison
 
 
@@ -269,6 +279,7 @@ def markdown(comparison: dict) -> str:
                   *(f"- {note}" for note in tuning_notes(comparison))]
     if comparison.get("verdict") is not None:
         lines += ["", "## Verdict", "", *(f"- {line}" for line in verdict_lines(comparison))]
+    lines += ["", "## Produced by", "", *(f"- {line}" for line in provenance_lines(comparison))]
     return "\n".join(lines) + "\n"
 
 
@@ -355,6 +366,46 @@ def verdict_lines(comparison: dict) -> list[str]:
     return [f"{row['question']}: {row['text']}." for row in comparison["verdict"]] + [
         f"Differences are means over {seeds} seed{'s' if seeds > 1 else ''} and the test sets "
         f"{', '.join(comparison['splits'])}; the interval resamples both; significant where it excludes 0."]
+
+
+def provenance_lines(comparison: dict) -> list[str]:
+    """What produced the figures: every distinct commit, version and machine of the stages behind them, each
+    stage's wall time (summed over its runs), and how many runs record none."""
+    recorded = comparison.get("provenance")
+    if not recorded:
+        return ["Not recorded: this comparison was written before provenance was; rerun `dvc repro compare`."]
+    stages = {"train": list(recorded["train"].values()), "evaluate": list(recorded["evaluate"].values()),
+              "compare": [recorded["compare"]]}
+    stamped = {stage: [one for one in runs if one] for stage, runs in stages.items()}
+    found = [one for runs in stamped.values() for one in runs]  # never empty: compare's own is there
+    names = dict.fromkeys(name for one in found for name in one["packages"])
+    packages = ", ".join(f"{name} {_distinct(one['packages'].get(name) or '-' for one in found)}" for name in names)
+    lines = [f"Code: {_distinct(code_text(one['git']) for one in found)}.",
+             f"Software: Python {_distinct(one['python'] for one in found)}, {packages}.",
+             f"Machine: {_distinct(_machine(one['device']) for one in found)}.",
+             "Wall time: " + ", ".join(f"{stage} {_duration(sum(one['wall_seconds'] for one in runs))}"
+                                      + (f" over {len(runs)} runs" if len(runs) > 1 else "")
+                                      for stage, runs in stamped.items() if runs) + "."]
+    unstamped = sum(len(stages[stage]) - len(stamped[stage]) for stage in stages)
+    if unstamped:
+        lines.append(f"{unstamped} train and evaluate results record no provenance (written before it was); "
+                     "rerun their stages to stamp them.")
+    return lines
+
+
+def _machine(device: dict) -> str:
+    memory = f", {device['memory_gib']:g} GiB" if device["memory_gib"] else ""
+    return (f"{device['cpu']} ({_count(device['cores'], 'core')}{memory}), {', '.join(device['gpus']) or 'no GPU'}, "
+            f"{_count(device['torch_threads'], 'torch thread')}")
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def _distinct(values) -> str:
+    """The values once each, in the order first met: a single value when every stage agrees."""
+    return " / ".join(dict.fromkeys(values))
 
 
 def _value(value) -> str:
