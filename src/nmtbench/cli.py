@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -89,6 +90,12 @@ def _dashboard(args):
 
     params = load_params(args.params)
     print(dashboard(params.wandb, params.data.eval_splits[0]))
+
+
+def _experiments(args):
+    from nmtbench.experiments import experiments
+
+    print(experiments(shutil.get_terminal_size().columns))
 
 
 def _translate(args):
@@ -195,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
                         ).set_defaults(run=_report)
     commands.add_parser("dashboard", help="a W&B report comparing the runs (needs a W&B account)"
                         ).set_defaults(run=_dashboard)
+    commands.add_parser("experiments", help="models x experiments: each model's BLEU in the workspace and every DVC "
+                        "experiment (dvc exp show), and the params that differ").set_defaults(run=_experiments)
     translate = commands.add_parser("translate", help="translate a file or standard input with a trained model")
     translate.add_argument("model_dir", help="a trained model folder, e.g. models/transformer/seed42")
     translate.add_argument("input", nargs="?", default="-", help="one sentence per line (default: standard input)")
