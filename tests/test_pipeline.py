@@ -60,13 +60,14 @@ def test_smoke_pipeline_scores_every_model(smoke):
         assert f'<img id="{plot}"' in page
     sweep = json.loads((workspace / "results/beam_sweep.json").read_text())
     assert [(row["beam"], row["alpha"]) for row in sweep["rows"]] == [(1, 1.0), (2, 1.0)]
-    # every file of figures records what produced it; comparison.json every run's too
+    # every file of figures records what produced it; comparison.json its own and every run's
+    runs = [json.loads(RunPaths(name, seed, workspace).metrics_dir.joinpath(file).read_text())["provenance"]
+            for name in params.models for file in ("train.json", "eval.json")]
     claims = json.loads((workspace / "results/claims.json").read_text())
-    for record in (sweep, claims, comparison, *(json.loads(path.read_text())
-                                               for path in (workspace / "metrics").glob("*/seed42/*.json")
-                                               if path.name in ("train.json", "eval.json"))):
-        assert record["provenance"]["packages"]["torch"] and record["provenance"]["wall_seconds"] > 0
-    assert set(comparison["provenance"]["train"]) == {f"{name}/seed42" for name in params.models}
+    for provenance in (sweep["provenance"], claims["provenance"], comparison["provenance"]["compare"], *runs):
+        assert provenance["packages"]["torch"] and provenance["wall_seconds"] > 0
+    assert [comparison["provenance"][stage][f"{name}/seed{seed}"] for name in params.models
+            for stage in ("train", "evaluate")] == runs
     assert "## Produced by" in table and "<h2>Produced by</h2>" in page
 
 

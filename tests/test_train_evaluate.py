@@ -279,11 +279,12 @@ def assert_same_tensors(a, b):
         assert a == b
 
 
-TIMINGS = ("train_seconds", "train_tokens_per_s")
+TIMINGS = ("train_seconds", "train_tokens_per_s", "provenance")
 
 
 def without_timings(metrics: dict) -> dict:
-    """train.json without its wall-clock figures, which differ between equal runs."""
+    """train.json without its wall-clock figures and its provenance (wall time, end time), which differ between
+    equal runs."""
     return {k: v for k, v in metrics.items() if k not in TIMINGS}
 
 
