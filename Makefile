@@ -12,7 +12,7 @@ export WANDB_SILENT ?= true
 SMOKE_DIR ?= runs/smoke
 
 .DEFAULT_GOAL := help
-.PHONY: help setup repro tune smoke lint test chromium test-fast test-gpu bench-decode bench-train bench-data claims report exp clean-smoke
+.PHONY: help setup repro tune smoke lint test chromium test-fast test-gpu bench-decode bench-train bench-data claims report exp exp-show clean-smoke
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -73,7 +73,10 @@ SET ?=
 exp: $(VENV)/.installed ## run a DVC experiment with changed params, e.g. make exp SET="train.lr=0.0005 evaluate.beam=8"
 	@test -n "$(SET)" || { echo 'make exp: name the params to change, e.g. make exp SET="train.lr=0.0005"'; exit 2; }
 	dvc exp run $(foreach assignment,$(SET),-S $(assignment))
-	dvc exp show --only-changed --md
+	nmtbench experiments
+
+exp-show: $(VENV)/.installed ## every model's BLEU in the workspace and each DVC experiment, and the params that differ
+	nmtbench experiments
 
 bench-decode: $(VENV)/.installed ## decoding speed of every trained model at beam 1 and 5 (after make repro)
 	python benchmarks/decode_speed.py

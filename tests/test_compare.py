@@ -25,21 +25,31 @@ OUTPUTS = {  # (model, seed) -> translation of the test set
 }
 TRAIN = {"transformer": (9_512_448, 1199.6, 15321.4, 2.3456, 30.125), "rnn": (3_320_576, 3725.2, 8000.5, 2.5, None)}
 CFG = CompareConfig(baseline="rnn", bootstrap_resamples=100, bootstrap_seed=5, length_buckets=[4, 8], examples=[1, 3])
+DEVICE = {"cpu": "AMD EPYC 7B13", "cores": 2, "memory_gib": 23.5, "gpus": [], "torch_threads": 2, "platform": "Linux"}
+
+
+def stamp(wall_seconds, commit="0123456789abcdef", dirty=False, device=DEVICE, torch="2.13.0+cpu"):
+    """A provenance block as nmtbench.provenance.stamp writes it."""
+    return {"git": {"commit": commit, "dirty": dirty}, "python": "3.11.7",
+            "packages": {"nmtbench": "0.1.0", "torch": torch, "sacrebleu": "2.6.0"}, "device": device,
+            "wall_seconds": wall_seconds, "finished": "2026-11-25T08:00:00+00:00"}
 
 
 def write_run(root, name, seed, hypotheses, lang=None):
     """metrics/<name>/seed<seed>/{train,eval}.json and results/<name>/seed<seed>/<split>.txt as the stages
-    write them."""
+    write them, each metrics file with its provenance."""
     text = "".join(h + "\n" for h in hypotheses)
     (root / "results" / name / f"seed{seed}").mkdir(parents=True)
     (root / "results" / name / f"seed{seed}" / f"{SPLIT}.txt").write_text(text)
     params, seconds, tokens_per_s, val_loss, val_bleu = TRAIN[name]
     train = {"params": params, "train_seconds": seconds + seed, "train_tokens_per_s": tokens_per_s,
              "best_val_loss": val_loss + seed / 100, "best_val_bleu": val_bleu and val_bleu + seed,
-             "best_val_ppl": 2.0, "steps": 1200, "epochs": 10, "target_tokens": 10_000}
+             "best_val_ppl": 2.0, "steps": 1200, "epochs": 10, "target_tokens": 10_000,
+             "provenance": stamp(600.0 + seed)}
     evals = {SPLIT: {**score(hypotheses, REFERENCES, lang), "sentences": 5, "decode_seconds": 0.5,
                      "sentences_per_s": 10.0, "beam": 5,
-                     "hypotheses_sha256": hashlib.sha256(text.encode()).hexdigest()}}
+                     "hypotheses_sha256": hashlib.sha256(text.encode()).hexdigest()},
+             "provenance": stamp(30.0)}
     (root / "metrics" / name / f"seed{seed}").mkdir(parents=True)
     (root / "metrics" / name / f"seed{seed}" / "train.json").write_text(json.dumps(train))
     (root / "metrics" / name / f"seed{seed}" / "eval.json").write_text(json.dumps(evals))
@@ -254,7 +264,7 @@ def test_the_verdict_gives_each_contrast_with_its_interval(root):
     assert row["difference"] == round(expected, 2) and row["significant"] is True and row["ci"][1] < 0
     assert row["text"] == (f"rnn is worse than transformer: {row['difference']:+.2f} BLEU, "
                            f"95% CI [{row['ci'][0]:.2f}, {row['ci'][1]:.2f}]")
-    table = (root / "results/comparison.md").read_text()
+    table = (root / "results/comparison.md").read_text().split("\n## Produced by")[0]
     assert table.rstrip().endswith(f"- best attention RNN vs best Transformer: {row['text']}.\n"
                                    "- Differences are means over 2 seeds and the test sets test_2016_flickr; "
                                    "the interval resamples both; significant where it excludes 0.")
@@ -382,3 +392,43 @@ def test_the_published_convention_bleu_is_shown_when_every_run_has_it(tmp_path):
     assert f"{SPLIT} BLEU lc tok |" in table and "BLEU lc tok: lowercased on Moses-tokenized text" in table
     (tmp_path / "results" / "comparison.json").unlink()
     assert "bleu_lc_tok" not in run_compare(tmp_path, [1], cfg)["signatures"]  # an outside system, no language given
+
+
+def test_bleu_json_holds_each_models_bleu_for_dvc(root):
+    result = run_compare(root, [1, 2])
+    assert json.loads((root / "results/bleu.json").read_text()) == {
+        name: round(statistics.mean(bleu(OUTPUTS[name, seed], REFERENCES) for seed in (1, 2)), 4)
+        for name in ("transformer", "rnn")} == {name: result["models"][name][SPLIT]["bleu"]["mean"]
+                                               for name in ("transformer", "rnn")}
+
+
+def test_the_comparison_records_what_produced_every_run(root):
+    result = run_compare(root, [1, 2])
+    recorded = result["provenance"]
+    assert recorded["train"] == {"transformer/seed1": stamp(601.0), "transformer/seed2": stamp(602.0),
+                                 "rnn/seed1": stamp(601.0), "rnn/seed2": stamp(602.0)}
+    assert recorded["evaluate"] == dict.fromkeys(["transformer/seed1", "transformer/seed2", "rnn/seed1", "rnn/seed2"],
+                                                 stamp(30.0))
+    assert set(recorded["compare"]) == {"git", "python", "packages", "device", "wall_seconds", "finished"}
+    assert result["splits"] == [SPLIT]  # eval.json's provenance is not a test set
+    lines = (root / "results/comparison.md").read_text().split("## Produced by\n\n")[1].splitlines()
+    assert lines[3].startswith("- Wall time: train 0:40:06 over 4 runs, evaluate 0:02:00 over 4 runs, compare 0:00:")
+
+
+def test_produced_by_names_every_distinct_commit_version_and_machine():
+    from nmtbench.evaluation.compare import provenance_lines
+
+    gpu = {**DEVICE, "gpus": ["NVIDIA A100-SXM4-40GB"], "cores": 1, "torch_threads": 1, "memory_gib": None}
+    comparison = {"provenance": {"compare": stamp(1.4),
+                                 "train": {"a/seed1": stamp(3600.0, dirty=True, device=gpu), "b/seed1": None},
+                                 "evaluate": {"a/seed1": stamp(60.0, commit="fedcba9876543210", torch="2.12.0"),
+                                              "b/seed1": stamp(59.6)}}}
+    assert provenance_lines(comparison) == [
+        "Code: commit 0123456789, with uncommitted changes / commit fedcba9876 / commit 0123456789.",
+        "Software: Python 3.11.7, nmtbench 0.1.0, torch 2.13.0+cpu / 2.12.0, sacrebleu 2.6.0.",
+        "Machine: AMD EPYC 7B13 (1 core), NVIDIA A100-SXM4-40GB, 1 torch thread / "
+        "AMD EPYC 7B13 (2 cores, 23.5 GiB), no GPU, 2 torch threads.",
+        "Wall time: train 1:00:00, evaluate 0:02:00 over 2 runs, compare 0:00:01.",
+        "1 train and evaluate results record no provenance (written before it was); rerun their stages to stamp them."]
+    assert provenance_lines({}) == [
+        "Not recorded: this comparison was written before provenance was; rerun `dvc repro compare`."]

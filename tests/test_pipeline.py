@@ -1,6 +1,7 @@
 """End to end: the smoke profile through `dvc repro` on real Multi30k, in a workspace of its own."""
 import json
 import os
+import re
 
 import pytest
 from sacrebleu.metrics import BLEU, CHRF, TER
@@ -59,6 +60,15 @@ def test_smoke_pipeline_scores_every_model(smoke):
         assert f'<img id="{plot}"' in page
     sweep = json.loads((workspace / "results/beam_sweep.json").read_text())
     assert [(row["beam"], row["alpha"]) for row in sweep["rows"]] == [(1, 1.0), (2, 1.0)]
+    # every file of figures records what produced it; comparison.json its own and every run's
+    runs = [json.loads(RunPaths(name, seed, workspace).metrics_dir.joinpath(file).read_text())["provenance"]
+            for name in params.models for file in ("train.json", "eval.json")]
+    claims = json.loads((workspace / "results/claims.json").read_text())
+    for provenance in (sweep["provenance"], claims["provenance"], comparison["provenance"]["compare"], *runs):
+        assert provenance["packages"]["torch"] and provenance["wall_seconds"] > 0
+    assert [comparison["provenance"][stage][f"{name}/seed{seed}"] for name in params.models
+            for stage in ("train", "evaluate")] == runs
+    assert "## Produced by" in table and "<h2>Produced by</h2>" in page
 
 
 def key_paths(value, models: set[str], prefix: str = "") -> set[str]:
@@ -86,26 +96,21 @@ def test_comparison_json_keeps_every_key_it_had(smoke):
 
 
 @pytest.mark.slow
-def test_dvc_metrics_show_the_same_numbers(smoke):
+def test_dvc_shows_each_models_bleu_and_no_other_metric(smoke):
+    """results/bleu.json is the one metrics file: `dvc exp show` opens with one BLEU column per model."""
     workspace, run = smoke
+    comparison = json.loads((workspace / "results/comparison.json").read_text())
+    bleu = {name: row["test_2016_flickr"]["bleu"]["mean"] for name, row in comparison["models"].items()}
     shown = json.loads(run("dvc", "metrics", "show", "--json").stdout)
-    files = next(iter(shown.values()))["data"]
-    comparison = files["results/comparison.json"]["data"]
-    expected = json.loads((workspace / "results/comparison.json").read_text())
-    assert comparison == scalars(expected)
-    train = files["metrics/transformer/seed42/train.json"]["data"]
-    assert train["best_val_loss"] == expected["models"]["transformer"]["best_val_loss"]["mean"]
+    assert next(iter(shown.values()))["data"] == {"results/bleu.json": {"data": bleu}}
     (workspace_row, *_) = json.loads(run("dvc", "exp", "show", "--json").stdout)
-    shown = workspace_row["rev"] == "workspace" and workspace_row["data"]["metrics"]
-    assert shown["results/comparison.json"]["data"] == scalars(expected)
-
-
-def scalars(metrics):
-    """What DVC shows of a metrics file: every number, text and flag; not lists, nulls or what holds only those."""
-    if not isinstance(metrics, dict):
-        return metrics
-    kept = {key: scalars(value) for key, value in metrics.items() if value is not None and not isinstance(value, list)}
-    return {key: value for key, value in kept.items() if value != {}}
+    assert workspace_row["rev"] == "workspace"
+    assert workspace_row["data"]["metrics"] == {"results/bleu.json": {"data": bleu}}
+    header = run("dvc", "exp", "show", "--csv").stdout.splitlines()[0].split(",")
+    assert header[:5 + len(bleu)] == ["Experiment", "rev", "typ", "Created", "parent", *bleu]
+    table = run("nmtbench", "experiments").stdout  # a pipe: the width of 80 columns it falls back to
+    assert max(map(len, table.splitlines())) <= 80
+    assert all(f"| {name} " in table for name in bleu)
 
 
 @pytest.mark.slow
@@ -115,6 +120,15 @@ def test_offline_wandb_runs_hold_the_logged_metrics(smoke):
     models = list(load_params(workspace / "params.yaml").models)
     for job_type in ("train", "evaluate"):  # one of each per model
         assert sorted(run["config"]["model"] for run in runs if run["run"]["job_type"] == job_type) == sorted(models)
+    # each folder says which job of which run it holds: offline-run-<time>-<job type>-<run name>-<random>
+    folders = [path.name for path in (workspace / "wandb").glob("offline-run-*")]
+    named = [re.fullmatch(r"offline-run-\d{8}_\d{6}-(train|evaluate|compare)-(.+)-[0-9a-f]{6}", f) for f in folders]
+    assert sorted(found.group(1, 2) for found in named) == sorted(
+        [("compare", "smoke"), *((job, f"{model}-seed42") for job in ("train", "evaluate") for model in models)])
+    (compared,) = [run for run in runs if run["run"]["job_type"] == "compare"]
+    assert compared["run"]["group"] == "smoke" and compared["config"]["models"] == models
+    comparison = json.loads((workspace / "results/comparison.json").read_text())
+    assert compared["config"]["provenance"] == comparison["provenance"]["compare"]
     for logged in (run for run in runs if run["run"]["job_type"] == "train"):
         model = logged["config"]["model"]
         train = json.loads((workspace / f"metrics/{model}/seed{logged['config']['seed']}/train.json").read_text())

@@ -49,7 +49,8 @@ def assert_heldout_reaches_every_stage(workspace):
     assert [example["index"] for example in comparison["examples"]["heldout"]] == [0, 1]
     assert "## Example translations: heldout" in (workspace / "results/comparison.md").read_text()
     for model in TINY_MODELS:
-        assert list(json.loads((workspace / f"metrics/{model}/seed42/eval.json").read_text())) == ["heldout"]
+        assert list(json.loads((workspace / f"metrics/{model}/seed42/eval.json").read_text())) == [
+            "heldout", "provenance"]
         assert json.loads((workspace / f"metrics/{model}/seed42/attention.json").read_text())["split"] == "heldout"
         assert len((workspace / f"results/{model}/seed42/heldout.txt").read_text().splitlines()) == 12
     assert json.loads((workspace / "results/beam_sweep.json").read_text())["split"] == "heldout"

@@ -203,3 +203,22 @@ def test_report_gives_the_verdict_first_and_the_tuning(outputs):
     assert ('<tr><td>lstm</td><td>rnn</td><td class="number">8</td><td class="number">20.5</td>'
             '<td class="number">22.25</td><td>lr 0.0021, dropout 0.3</td></tr>' in text)
     assert "<li>Families ranked by val BLEU untuned: rnn; tuned: rnn (unchanged).</li>" in text
+
+
+def test_report_says_what_produced_the_figures(outputs):
+    metrics, results = outputs
+    report(["lstm", "transformer"], metrics, results)
+    assert ("<h2>Produced by</h2>\n<ul><li>Not recorded: this comparison was written before provenance was; rerun "
+            "<code>dvc repro compare</code>.</li></ul>") in (results / "report.html").read_text()
+    comparison = json.loads((results / "comparison.json").read_text())
+    device = {"cpu": "AMD EPYC 7B13", "cores": 2, "memory_gib": 24.0, "gpus": [], "torch_threads": 2}
+    stamp = {"git": {"commit": "d7d5579abcdef", "dirty": False}, "python": "3.11.7", "packages": {"torch": "2.13.0"},
+             "device": device, "wall_seconds": 61.0}
+    comparison["provenance"] = {"compare": stamp, "train": {"lstm": stamp, "transformer": stamp},
+                                "evaluate": {"lstm": stamp, "transformer": stamp}}
+    (results / "comparison.json").write_text(json.dumps(comparison))
+    report(["lstm", "transformer"], metrics, results)
+    page = (results / "report.html").read_text()
+    assert ("<h2>Produced by</h2>\n<ul><li>Code: commit d7d5579abc.</li><li>Software: Python 3.11.7, torch 2.13.0.</li>"
+            "<li>Machine: AMD EPYC 7B13 (2 cores, 24 GiB), no GPU, 2 torch threads.</li><li>Wall time: train 0:02:02 "
+            "over 2 runs, evaluate 0:02:02 over 2 runs, compare 0:01:01.</li></ul>") in page

@@ -32,3 +32,11 @@ def test_a_table_without_rows_is_its_header():
 def test_a_ragged_table_or_an_unknown_alignment_is_refused(header, rows, align):
     with pytest.raises(ValueError, match=r"needs one alignment \(l, r, -\) and one cell per column"):
         Table(header, rows, align)
+
+
+def test_text_pads_every_column_so_it_lines_up_and_stays_markdown():
+    assert TABLE.text() == ("| Model       |   BLEU | note         |\n"
+                            "|:------------|-------:|--------------|\n"
+                            "| rnn         | 30.50* | a\\|b         |\n"
+                            "| <lstm> & co |  1,234 | **bold** `x` |")
+    assert Table(["a"], [["1"]], "r").text() == "|   a |\n|----:|\n|   1 |"  # three dashes at least

@@ -1,19 +1,21 @@
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 import wandb
 
+from helpers.tracking import quiet_offline_env
 from nmtbench.config import WandbConfig
-from nmtbench.tracking import log_tables, make_wandb_logger, read_offline_run, read_table, run_tags
-
-
-def quiet_offline_env(monkeypatch, root: Path) -> None:
-    """Keep wandb offline, silent and inside root (no network, nothing written to $HOME)."""
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    for var in ("WANDB_DIR", "WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR"):
-        monkeypatch.setenv(var, str(root))
+from nmtbench.tracking import (
+    experiment_group,
+    finish_run,
+    log_tables,
+    make_wandb_logger,
+    read_offline_run,
+    read_table,
+    run_tags,
+)
 
 
 def finish(run) -> Path:
@@ -107,7 +109,10 @@ def test_wandb_logger_round_trip(tmp_path, monkeypatch):
 
     read = read_offline_run(run_dir)
     assert read["run"] == {"name": "transformer", "group": "exp1", "job_type": "train", "tags": ["transformer"]}
+    provenance = read["config"].pop("provenance")  # what produced the run, known when it starts
     assert read["config"] == {"model": {"d_model": 4}, "lr": 0.1}
+    assert set(provenance) == {"git", "python", "packages", "device"}
+    assert provenance["packages"]["sacrebleu"] == "2.6.0" and provenance["device"]["torch_threads"] >= 1
     assert [{k: v for k, v in row.items() if not k.startswith("_")} for row in read["history"]] == [
         {"train_loss": 2.0, "trainer/global_step": 5},
         {"val_loss": 1.0, "epoch": 0, "trainer/global_step": 10},
@@ -139,3 +144,19 @@ def test_tables_are_read_back_from_an_offline_run(tmp_path, monkeypatch):
     assert read_table(run_dir, read["summary"]["other"])["data"] == [[1.5]]
     with pytest.raises(FileNotFoundError, match="the table this run's summary names is missing"):
         read_table(run_dir, {"path": "media/table/absent.table.json"})
+
+
+def test_offline_folders_name_the_job_and_the_run_and_experiments_group_apart(tmp_path, monkeypatch):
+    quiet_offline_env(monkeypatch, tmp_path)
+    assert experiment_group(WandbConfig(group="smoke")) == "smoke"
+    monkeypatch.setenv("DVC_EXP_NAME", "lr-low")  # as `dvc exp run -n lr-low` exports it to every stage
+    logger = make_wandb_logger(WandbConfig(group="smoke"), "gru/seed7", tmp_path, {}, job_type="evaluate")
+    assert re.fullmatch(r"evaluate-gru-seed7-[0-9a-f]{6}", logger.version)
+    finish_run(logger, {"bleu": 1.5}, {"wall_seconds": 2.25, "git": {"commit": None, "dirty": None}})
+    (run_dir,) = (tmp_path / "wandb").glob("offline-run-*")
+    assert re.fullmatch(r"offline-run-\d{8}_\d{6}-evaluate-gru-seed7-[0-9a-f]{6}", run_dir.name)
+    read = read_offline_run(run_dir)
+    assert (read["run"]["name"], read["run"]["group"]) == ("gru/seed7", "smoke-lr-low")
+    # the stage's whole provenance, wall time included, replaces the one the run started with
+    assert read["config"]["provenance"] == {"wall_seconds": 2.25, "git": {"commit": None, "dirty": None}}
+    assert read["summary"]["bleu"] == 1.5

@@ -57,13 +57,16 @@ def test_train_writes_checkpoint_metrics_and_an_offline_wandb_run(project):
     assert set(metrics) == {"params", "train_seconds", "train_tokens_per_s", "best_val_loss", "best_val_ppl",
                             "best_val_bleu", "steps", "epochs", "target_tokens", "train_flops"}
     assert metrics["epochs"] == 2 and metrics["steps"] > 0
-    assert json.loads(open("metrics/tiny/seed42/train.json").read()) == metrics
+    saved = json.loads(open("metrics/tiny/seed42/train.json").read())
+    provenance = saved.pop("provenance")  # what produced the figures, beside them
+    assert saved == metrics and provenance["wall_seconds"] >= metrics["train_seconds"]
     assert sorted(p.name for p in Path("models/tiny/seed42").iterdir()) == ["best.ckpt", "spm.model", "vocab.json"]
     (run,) = Path("wandb").glob("offline-run-*")
     logged = read_offline_run(run)
     assert logged["run"] == {"name": "tiny-seed42", "group": "unit", "job_type": "train",
                              "tags": ["tiny", "transformer", "seed42"]}
     assert (logged["config"]["model"], logged["config"]["seed"]) == ("tiny", 42)
+    assert logged["config"]["provenance"] == provenance
     assert logged["summary"]["best_val_loss"] == metrics["best_val_loss"]
     val_losses = [r["val/loss"] for r in logged["history"] if "val/loss" in r]
     assert min(val_losses) == pytest.approx(metrics["best_val_loss"], abs=1e-4)
@@ -150,6 +153,8 @@ def test_evaluate_and_beam_sweep_score_every_sentence(trained):
         "results/tiny/seed42/test_2017_flickr.txt").read().rstrip("\n")
     sweep = beam_sweep(trained)
     assert [(r["beam"], r["alpha"]) for r in sweep["rows"]] == [(1, 1.0), (2, 1.0)]
+    assert json.loads(open("results/beam_sweep.json").read())["provenance"] == sweep["provenance"]
+    assert sweep["provenance"]["wall_seconds"] >= sum(row["seconds"] for row in sweep["rows"])
     assert open("results/beam_sweep.png", "rb").read(4) == b"\x89PNG"
     assert "| 2 | 1 |" in open("results/beam_sweep.md").read()
 
@@ -176,6 +181,9 @@ def test_evaluate_keeps_one_attention_map_and_logs_every_translation(trained):
     assert logged["run"] == {"name": "tiny-seed42", "group": "unit", "job_type": "evaluate",
                              "tags": ["tiny", "transformer", "seed42"]}
     assert logged["config"]["beam"] == 2 and logged["config"]["family"] == "transformer"
+    saved = json.loads(open("metrics/tiny/seed42/eval.json").read())
+    assert list(saved) == ["test_2016_flickr", "test_2017_flickr", "provenance"]  # the test sets, then what scored them
+    assert logged["config"]["provenance"] == saved["provenance"]
     assert logged["summary"]["test_2016_flickr/bleu"] == metrics["test_2016_flickr"]["bleu"]
     table = read_table(runs["evaluate"], logged["summary"]["translations/test_2016_flickr"])
     hypotheses = open("results/tiny/seed42/test_2016_flickr.txt").read().splitlines()
@@ -271,11 +279,12 @@ def assert_same_tensors(a, b):
         assert a == b
 
 
-TIMINGS = ("train_seconds", "train_tokens_per_s")
+TIMINGS = ("train_seconds", "train_tokens_per_s", "provenance")
 
 
 def without_timings(metrics: dict) -> dict:
-    """train.json without its wall-clock figures, which differ between equal runs."""
+    """train.json without its wall-clock figures and its provenance (wall time, end time), which differ between
+    equal runs."""
     return {k: v for k, v in metrics.items() if k not in TIMINGS}
 
 

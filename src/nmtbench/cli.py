@@ -8,10 +8,12 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import shutil
 import sys
 from pathlib import Path
 
 from nmtbench.config import ConfigError, DecodeConfig, load_params, resolve_device
+from nmtbench.provenance import version_line
 from nmtbench.runs import RESULTS
 
 
@@ -52,10 +54,12 @@ def _evaluate(args):
 def _compare(args):
     from nmtbench.data.tokenizer import load_tokenized
     from nmtbench.evaluation.compare import compare
+    from nmtbench.evaluation.headline import log_experiment
 
     params = load_params(args.params)
-    compare(list(params.models), params.seeds, params.compare, load_tokenized(), blocks=params.models,
-            budget=params.train.budget, lang=params.data.tgt_lang)
+    comparison = compare(list(params.models), params.seeds, params.compare, load_tokenized(), blocks=params.models,
+                         budget=params.train.budget, lang=params.data.tgt_lang)
+    log_experiment(params.wandb, comparison)
     print((RESULTS / "comparison.md").read_text())
 
 
@@ -87,6 +91,12 @@ def _dashboard(args):
 
     params = load_params(args.params)
     print(dashboard(params.wandb, params.data.eval_splits[0]))
+
+
+def _experiments(args):
+    from nmtbench.experiments import experiments
+
+    print(experiments(shutil.get_terminal_size().columns))
 
 
 def _translate(args):
@@ -163,6 +173,8 @@ def _workspace(args):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nmtbench", description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
+    parser.add_argument("--version", action="version", version=version_line(),
+                        help="print the version and the git commit of the code, then exit")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("check", help="validate every block of the params file (make repro runs it before dvc repro, "
                         "which deletes a stage's outputs before the stage can refuse bad params)"
@@ -191,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
                         ).set_defaults(run=_report)
     commands.add_parser("dashboard", help="a W&B report comparing the runs (needs a W&B account)"
                         ).set_defaults(run=_dashboard)
+    commands.add_parser("experiments", help="models x experiments: each model's BLEU in the workspace and every DVC "
+                        "experiment (dvc exp show), and the params that differ").set_defaults(run=_experiments)
     translate = commands.add_parser("translate", help="translate a file or standard input with a trained model")
     translate.add_argument("model_dir", help="a trained model folder, e.g. models/transformer/seed42")
     translate.add_argument("input", nargs="?", default="-", help="one sentence per line (default: standard input)")

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
+import uuid
 import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from nmtbench.config import WandbConfig
+from nmtbench.provenance import describe
 
 # W&B's transaction log (.wandb) uses LevelDB's log format: 32 KiB blocks of chunks, each with a
 # 7-byte header (crc32 over type byte + data, length, type). Records larger than what is left of a
@@ -51,12 +54,28 @@ def run_tags(name: str, block: dict, seed: int) -> list[str]:
     return [name, block["family"], f"seed{seed}"]
 
 
+def experiment_group(cfg: WandbConfig) -> str:
+    """The W&B group of the experiment a stage runs in: `wandb.group`, followed inside `dvc exp run` by the DVC
+    experiment's name (DVC exports it as DVC_EXP_NAME), so each experiment's runs group apart without a change
+    to the wandb block, which the train and evaluate stages depend on."""
+    experiment = os.environ.get("DVC_EXP_NAME")
+    return f"{cfg.group}-{experiment}" if experiment else cfg.group
+
+
+def run_id(name: str, job_type: str) -> str:
+    """A run id a person reads in the offline folder's name (offline-run-<time>-<id>): job type and run name,
+    then random letters, since W&B ids must be unique in a project and a stage may run again."""
+    readable = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{job_type}-{name}")[:48]
+    return f"{readable}-{uuid.uuid4().hex[:6]}"
+
+
 def make_wandb_logger(cfg: WandbConfig, name: str, save_dir: Path, config: dict, tags: Sequence[str] = (),
                       job_type: str = "train"):
     """Return a Lightning WandbLogger for one run, or None when tracking is disabled.
 
-    Every run of an experiment shares the group `wandb.group`; `job_type` tells a model's training
-    run from its evaluation run.
+    Every run of an experiment shares its group (`experiment_group`); `job_type` tells a model's training
+    run from its evaluation run, and the run id starts with both (`run_id`). The config holds what
+    produced the run (nmtbench.provenance); `finish_run` completes it with the stage's wall time.
 
     The mode comes from params.yaml (`wandb.mode`) unless the user exported WANDB_MODE, which wins:
     that lets one command go online (or disabled) without editing params.yaml and so without
@@ -74,18 +93,20 @@ def make_wandb_logger(cfg: WandbConfig, name: str, save_dir: Path, config: dict,
     save_dir.mkdir(parents=True, exist_ok=True)
     # mode goes straight to wandb.init; WandbLogger's own offline=True would set WANDB_MODE for the
     # whole process, leaking into every later run.
-    return WandbLogger(name=name, save_dir=str(save_dir), project=cfg.project, group=cfg.group,
-                       mode=mode, tags=list(tags), config=config, job_type=job_type)
+    return WandbLogger(name=name, id=run_id(name, job_type), save_dir=str(save_dir), project=cfg.project,
+                       group=experiment_group(cfg), mode=mode, tags=list(tags),
+                       config={**config, "provenance": describe()}, job_type=job_type)
 
 
-def finish_run(logger, summary: dict) -> None:
-    """Record the final figures in the run summary and close the run.
+def finish_run(logger, summary: dict, provenance: dict) -> None:
+    """Record the final figures in the run summary and the stage's provenance in its config; close the run.
 
     `finish` returns before the offline `.wandb` file is complete; `teardown` waits for it, so a
     reader in the same process (a test, a later stage) sees every record.
     """
     import wandb
 
+    logger.experiment.config.update({"provenance": provenance}, allow_val_change=True)
     logger.experiment.summary.update(summary)
     logger.experiment.finish()
     wandb.teardown()

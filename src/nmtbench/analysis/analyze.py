@@ -2,6 +2,7 @@
 the plots in results/claims/."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import torch
@@ -16,6 +17,7 @@ from nmtbench.config import ConfigError, Params
 from nmtbench.files import atomic_dir, write_bytes, write_json, write_text
 from nmtbench.loading import read_vocab
 from nmtbench.models.registry import model_config
+from nmtbench.provenance import stamp
 from nmtbench.runs import RESULTS
 
 
@@ -27,6 +29,7 @@ def device_name(device: str) -> str:
 
 def analyze(params: Params, tokenized_dir: Path = Path("data/tokenized"),
             out_dir: Path = RESULTS) -> list[dict]:
+    started = time.perf_counter()
     cfg = params.analyze
     if cfg is None:
         raise ConfigError("analyze: params.yaml has no analyze block; add one (see docs/claims.md)")
@@ -45,6 +48,7 @@ def analyze(params: Params, tokenized_dir: Path = Path("data/tokenized"),
         write_bytes(plot_dir / "long_attention.png", figures.long_attention(measurements["long"], cfg.width))
         write_bytes(plot_dir / "gradients.png", figures.gradients(measurements["gradients"]))
         write_bytes(plot_dir / "synthetic.png", figures.synthetic(measurements["synthetic"], cfg.train_length))
-    write_json(out_dir / "claims.json", {"verdicts": rows, "measurements": measurements})
+    write_json(out_dir / "claims.json", {"verdicts": rows, "measurements": measurements,
+                                         "provenance": stamp(started)})  # the timings are this machine's
     write_text(out_dir / "claims.md", table(rows, measurements))
     return rows

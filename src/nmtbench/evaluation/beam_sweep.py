@@ -12,10 +12,12 @@ from nmtbench.evaluation.scoring import score
 from nmtbench.evaluation.tables import Table
 from nmtbench.files import write_bytes, write_json, write_text
 from nmtbench.loading import load_model
+from nmtbench.provenance import stamp
 from nmtbench.runs import RESULTS, RunPaths
 
 
 def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out_dir: Path = RESULTS) -> dict:
+    started = time.perf_counter()
     cfg = params.beam_sweep
     if cfg.model is None:
         raise ConfigError(f"beam_sweep.model: not set; name one of {', '.join(params.models)}")
@@ -40,7 +42,7 @@ def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out
                          "target_tokens_per_s": round(sum(len(h[0].tokens) + 1 for h in found) / seconds, 1)})
     result = {"model": cfg.model, "seed": cfg.seed, "split": split_name, "sentences": n,
               "length_penalty": params.evaluate.length_penalty, "bleu_signature": scores["bleu_signature"],
-              "rows": rows}
+              "rows": rows, "provenance": stamp(started)}  # the speeds are this machine's
     write_json(out_dir / "beam_sweep.json", result)
     write_text(out_dir / "beam_sweep.md", table(result))
     write_bytes(out_dir / "beam_sweep.png", figures.beam_sweep(result))

@@ -16,15 +16,18 @@ import csv
 import hashlib
 import json
 import statistics
+import time
 from pathlib import Path
 
 import yaml
 
 from nmtbench.config import BudgetConfig, CompareConfig, ConfigError
+from nmtbench.evaluation.headline import BLEU_METRICS, bleu_metrics
 from nmtbench.evaluation.scoring import PUBLISHED, SCORES, bleu, score
 from nmtbench.evaluation.significance import bleu_difference, paired_bootstrap
 from nmtbench.evaluation.tables import Table
 from nmtbench.files import write_json, write_text
+from nmtbench.provenance import code_text, stamp
 from nmtbench.runs import RESULTS, RunPaths, tuned_file
 
 TRAIN_KEYS = ("params", "train_seconds", "train_tokens_per_s", "best_val_loss", "steps", "target_tokens")
@@ -39,7 +42,8 @@ BUDGET_FRACTIONS = (0.25, 0.5, 1.0)  # where the ranking across compute is read 
 def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_sets,
             root: Path = Path("."), blocks: dict[str, dict] | None = None, budget: BudgetConfig | None = None,
             lang: str | None = None) -> dict:
-    """Write results/comparison.json (for `dvc metrics show`) and results/comparison.md under root; return the json.
+    """Write results/comparison.json, results/comparison.md and results/bleu.json (the DVC metrics) under root;
+    return the json.
 
     test_sets maps every test split to its untouched "src" and "tgt" sentences (as data/tokenized does);
     the runs' metrics and translations are read where RunPaths puts them under root. blocks (each model's
@@ -48,12 +52,16 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
     lang (the target language) scores outside systems by the published convention too (PUBLISHED), which the
     table shows when every run has it.
     """
+    started = time.perf_counter()
     if not model_names:
         raise ValueError("compare: no models given; params.yaml must define at least one models.<name> block")
     baseline = cfg.baseline or model_names[0]
     runs = {(name, seed): RunPaths(name, seed, Path(root)) for name in model_names for seed in seeds}
     train = {run: _load(paths.train_metrics, *run, "train", TRAIN_KEYS) for run, paths in runs.items()}
     evals = {run: _load(paths.eval_metrics, *run, "evaluate") for run, paths in runs.items()}
+    # what produced each run; None for a run written before provenance was recorded
+    stamps = {stage: {paths.name.as_posix(): found[run].pop("provenance", None) for run, paths in runs.items()}
+              for stage, found in (("train", train), ("evaluate", evals))}
     splits = _common_splits(evals, runs)
     buckets = bucket_labels(cfg.length_buckets)
 
@@ -87,11 +95,11 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
         runs_of = {**{name: ([outputs[name, seed] for seed in seeds], seeds) for name in model_names},
                    **{name: ([hypotheses], ["external"]) for name, hypotheses in external.items()}}
         for name, (hypotheses, labels) in runs_of.items():
-            found = ([evals[name, seed][split] for seed in seeds] if name in model_names else
+            per_run = ([evals[name, seed][split] for seed in seeds] if name in model_names else
                      [{**score(hypotheses[0], references, lang), "sentences_per_s": None}])
-            scored += found
+            scored += per_run
             models[name][split] = {
-                **{key: _spread([scores[key] for scores in found], labels) for key in keys},
+                **{key: _spread([scores[key] for scores in per_run], labels) for key in keys},
                 "bootstrap": _significance({seed: tests[seed][name] for seed in seeds}),
                 "length_buckets": {label: _bucket_bleu(hypotheses, references,
                                                        [i for i, b in enumerate(lengths) if b == bucket], labels)
@@ -106,8 +114,10 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
     if blocks is not None:
         references = {split: list(test_sets[split]["tgt"]) for split in splits}
         comparison["verdict"] = verdict(models, blocks, seeds, baseline, translations, references, cfg)
+    comparison["provenance"] = {"compare": stamp(started), **stamps}
     write_json(Path(root) / RESULTS / "comparison.json", comparison)
     write_text(Path(root) / RESULTS / "comparison.md", markdown(comparison))
+    write_json(Path(root) / BLEU_METRICS, bleu_metrics(comparison))
     return comparison
 
 
@@ -349,6 +359,7 @@ def markdown(comparison: dict) -> str:
     if comparison.get("across_compute"):
         lines += ["", "## Validation BLEU across compute", "", compute_table(comparison).markdown(), "",
                   f"- {compute_note(comparison)}"]
+    lines += ["", "## Produced by", "", *(f"- {line}" for line in provenance_lines(comparison))]
     return "\n".join(lines) + "\n"
 
 
@@ -357,7 +368,7 @@ def markdown(comparison: dict) -> str:
 def headline_table(comparison: dict) -> Table:
     """Per model: size, training time, BLEU with its 95% interval and decoding speed on the first test set."""
     split = comparison["splits"][0]
-    rows = [[_model(name, comparison), _count(row["params"]), _duration(row["train_seconds"]),
+    rows = [[_model(name, comparison), _number(row["params"]), _mean_duration(row["train_seconds"]),
              *_bleu_cells(row[split]), _cell(row[split]["sentences_per_s"], 1)]
             for name, row in comparison["models"].items()]
     return Table(["Model", "Parameters", "Training time", f"{split} BLEU", "95% CI", "Decoding sentences/s"], rows,
@@ -373,8 +384,8 @@ def main_table(comparison: dict) -> Table:
     header += [f"{split} {column}" for split in splits for column in columns]
     rows = []
     for name, row in comparison["models"].items():
-        cells = [_model(name, comparison), _count(row["params"]), _duration(row["train_seconds"]),
-                 _count(row["train_tokens_per_s"] and round(row["train_tokens_per_s"]["mean"])),
+        cells = [_model(name, comparison), _number(row["params"]), _mean_duration(row["train_seconds"]),
+                 _number(row["train_tokens_per_s"] and round(row["train_tokens_per_s"]["mean"])),
                  _cell(row["best_val_loss"], 3), _cell(row["best_val_bleu"])]
         for split in splits:
             cells += [*_bleu_cells(row[split]), _cell(row[split]["bleu_lc"]),
@@ -466,6 +477,46 @@ def verdict_lines(comparison: dict) -> list[str]:
         f"{', '.join(comparison['splits'])}; the interval resamples both; significant where it excludes 0."]
 
 
+def provenance_lines(comparison: dict) -> list[str]:
+    """What produced the figures: every distinct commit, version and machine of the stages behind them, each
+    stage's wall time (summed over its runs), and how many runs record none."""
+    recorded = comparison.get("provenance")
+    if not recorded:
+        return ["Not recorded: this comparison was written before provenance was; rerun `dvc repro compare`."]
+    stages = {"train": list(recorded["train"].values()), "evaluate": list(recorded["evaluate"].values()),
+              "compare": [recorded["compare"]]}
+    stamped = {stage: [one for one in runs if one] for stage, runs in stages.items()}
+    found = [one for runs in stamped.values() for one in runs]  # never empty: compare's own is there
+    names = dict.fromkeys(name for one in found for name in one["packages"])
+    packages = ", ".join(f"{name} {_distinct(one['packages'].get(name) or '-' for one in found)}" for name in names)
+    lines = [f"Code: {_distinct(code_text(one['git']) for one in found)}.",
+             f"Software: Python {_distinct(one['python'] for one in found)}, {packages}.",
+             f"Machine: {_distinct(_machine(one['device']) for one in found)}.",
+             "Wall time: " + ", ".join(f"{stage} {_duration(sum(one['wall_seconds'] for one in runs))}"
+                                      + (f" over {len(runs)} runs" if len(runs) > 1 else "")
+                                      for stage, runs in stamped.items() if runs) + "."]
+    unstamped = sum(len(stages[stage]) - len(stamped[stage]) for stage in stages)
+    if unstamped:
+        lines.append(f"{unstamped} train and evaluate results record no provenance (written before it was); "
+                     "rerun their stages to stamp them.")
+    return lines
+
+
+def _machine(device: dict) -> str:
+    memory = f", {device['memory_gib']:g} GiB" if device["memory_gib"] else ""
+    return (f"{device['cpu']} ({_count(device['cores'], 'core')}{memory}), {', '.join(device['gpus']) or 'no GPU'}, "
+            f"{_count(device['torch_threads'], 'torch thread')}")
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def _distinct(values) -> str:
+    """The values once each, in the order first met: a single value when every stage agrees."""
+    return " / ".join(dict.fromkeys(values))
+
+
 def _value(value) -> str:
     """A tuned value or val BLEU: 4 significant digits (learning rates), a dash where there is none."""
     return "-" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
@@ -477,7 +528,7 @@ def _model(name: str, comparison: dict) -> str:
     return f"{name} (external)" if comparison["models"][name].get("external") else name
 
 
-def _count(params: int | None) -> str:
+def _number(params: int | None) -> str:
     return "-" if params is None else f"{params:,}"
 
 
@@ -496,9 +547,11 @@ def _cell(spread: dict | None, digits: int = 2) -> str:
     return text if spread["sd"] is None else f"{text} ± {spread['sd']:.{digits}f}"
 
 
-def _duration(seconds: dict | None) -> str:
-    """h:mm:ss of a spread's mean; a dash for an outside system."""
-    if seconds is None:
-        return "-"
-    minutes, secs = divmod(round(seconds["mean"]), 60)
+def _mean_duration(seconds: dict | None) -> str:
+    """A spread of seconds as h:mm:ss of its mean; a dash for an outside system's training time."""
+    return "-" if seconds is None else _duration(seconds["mean"])
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
     return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}"

@@ -19,6 +19,7 @@ from nmtbench.evaluation.scoring import score
 from nmtbench.files import atomic_dir, write_json, write_text
 from nmtbench.loading import load_model
 from nmtbench.models.interface import Seq2Seq
+from nmtbench.provenance import stamp
 from nmtbench.runs import RunPaths
 from nmtbench.tracking import finish_run, log_tables, make_wandb_logger, run_tags
 
@@ -27,7 +28,11 @@ TRANSLATION_COLUMNS = ["index", "source", "reference", "hypothesis"]
 
 def evaluate(params: Params, name: str, seed: int | None = None, tokenized_dir: Path = Path("data/tokenized"),
              root: Path = Path(".")) -> dict:
-    """Evaluate one run of the grid: model `name` trained with `seed` (default: the first of params.seeds)."""
+    """Evaluate one run of the grid: model `name` trained with `seed` (default: the first of params.seeds).
+
+    Returns the scores of eval.json per split; the file holds them and, after the splits, their provenance.
+    """
+    started = time.perf_counter()
     block = params.model_block(name)
     seed = params.seeds[0] if seed is None else seed
     paths = RunPaths(name, seed, root)
@@ -64,11 +69,12 @@ def evaluate(params: Params, name: str, seed: int | None = None, tokenized_dir: 
         for split, text in texts.items():
             write_text(tmp / f"{split}.txt", text)
     write_json(paths.attention, attention)
-    write_json(paths.eval_metrics, metrics)
+    provenance = stamp(started)
+    write_json(paths.eval_metrics, {**metrics, "provenance": provenance})
     if logger:
         log_tables(logger, translations)
-        finish_run(logger, {f"{split}/{key}": value
-                            for split, scores in metrics.items() for key, value in scores.items()})
+        summary = {f"{split}/{key}": value for split, scores in metrics.items() for key, value in scores.items()}
+        finish_run(logger, summary, provenance)
     return metrics
 
 

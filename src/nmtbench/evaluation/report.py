@@ -89,6 +89,7 @@ def report(model_names: list[str], metrics_dir: Path = METRICS, results_dir: Pat
     _curves_section(page, runs)
     _attention_section(page, runs)
     _examples_section(page, comparison)
+    _provenance_section(page, comparison)
     write_text(results_dir / "report.html", page.html("nmtbench: RNN/LSTM and Transformer translation models compared"))
     return page
 
@@ -251,6 +252,12 @@ def _examples_section(page: Page, comparison: dict) -> None:
         cells = [[str(example["index"]), example["source"], example["reference"],
                   *(example["outputs"][model] for model in models)] for example in rows]
         page.add(Table([split, "source", "reference", *models], cells, "l" * (len(models) + 3)).html())
+
+
+def _provenance_section(page: Page, comparison: dict) -> None:
+    """The commit, software, machine and wall time behind the figures: what two pages are compared by."""
+    page.heading("Produced by")
+    page.add(_list(compare.provenance_lines(comparison)))
 
 
 def _list(items: list[str]) -> str:

@@ -1,4 +1,5 @@
-"""One table, two renderings: Markdown for the results/*.md files, HTML for the report page.
+"""One table, three renderings: Markdown for the results/*.md files, HTML for the report page, and aligned
+text (Markdown too) for a terminal.
 
 Every table of the results goes through here, so the Markdown and the page cannot disagree on a figure.
 Cells are text the caller has formatted already.
@@ -27,9 +28,21 @@ class Table:
 
     def markdown(self) -> str:
         """A pipe table. Cells stay Markdown (`code`, **bold**, links); a | is escaped, as it would end the cell."""
-        rows = (self.header, *self.rows)
-        lines = ["| " + " | ".join(cell.replace("|", r"\|") for cell in row) + " |" for row in rows]
-        lines.insert(1, "|" + "|".join(RULES[letter] for letter in self.align) + "|")
+        return self._pipes(aligned=False)
+
+    def text(self) -> str:
+        """The same pipe table with every column padded to its widest cell, so it lines up in a terminal."""
+        return self._pipes(aligned=True)
+
+    def _pipes(self, aligned: bool) -> str:
+        rows = [[cell.replace("|", r"\|") for cell in row] for row in (self.header, *self.rows)]
+        # three characters at least, so that the rule below keeps Markdown's three dashes
+        widths = [max(3, *(len(row[i]) for row in rows)) if aligned else 0 for i in range(len(self.header))]
+        lines = ["| " + " | ".join(cell.rjust(width) if letter == "r" else cell.ljust(width)
+                                   for cell, width, letter in zip(row, widths, self.align)) + " |" for row in rows]
+        rules = [RULES[letter].replace("---", "-" * (width + 5 - len(RULES[letter]))) if aligned else RULES[letter]
+                 for letter, width in zip(self.align, widths)]
+        lines.insert(1, "|" + "|".join(rules) + "|")
         return "\n".join(lines)
 
     def html(self) -> str:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import shutil
+import time
 import warnings
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from nmtbench.data.tokenizer import PAD, Tokenizer, load_tokenized
 from nmtbench.files import write_json
 from nmtbench.loading import read_vocab
 from nmtbench.models.registry import model_config
+from nmtbench.provenance import stamp
 from nmtbench.runs import RunPaths
 from nmtbench.tracking import finish_run, make_wandb_logger, run_tags
 from nmtbench.training.budget import ValidateLastStep, budget_limits
@@ -30,7 +32,11 @@ BEST = {"loss": ("val/loss", "min"), "bleu": ("val/bleu", "max")}
 
 def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Path = Path("data/tokenized"),
           root: Path = Path(".")) -> dict:
-    """Train one run of the grid: model `name` with `seed` (default: the first of params.seeds)."""
+    """Train one run of the grid: model `name` with `seed` (default: the first of params.seeds).
+
+    Returns the figures of train.json; the file holds them and their provenance (nmtbench.provenance).
+    """
+    started = time.perf_counter()
     block = params.model_block(name)
     model_config(name, block)  # refuse a bad block before any work
     seed = params.seeds[0] if seed is None else seed
@@ -113,9 +119,10 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
         shutil.copyfile(Path(tokenized_dir) / file, Path(model_dir) / file)
     if cfg.average_last:
         metrics["averaged_steps"] = average_into_best(snapshots, checkpoint.best_model_path)
-    write_json(metrics_path, metrics)
+    provenance = stamp(started)
+    write_json(metrics_path, {**metrics, "provenance": provenance})
     if logger:
-        finish_run(logger, metrics)
+        finish_run(logger, metrics, provenance)
     shutil.rmtree(unfinished, ignore_errors=True)  # finished: nothing left to resume
     return metrics
 

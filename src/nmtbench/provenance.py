@@ -1,0 +1,107 @@
+"""What produced a result: the code's git commit, the package versions, the machine, and the stage's wall time.
+
+Every stage that writes figures stamps them with `stamp(started)` (train.json, eval.json, comparison.json,
+beam_sweep.json and the W&B runs' config), so two results can be compared knowing what ran them.
+The commit is that of the checkout holding this package's source (an editable install, as `make setup`
+makes), not of the folder a stage runs in: a workspace under runs/ is a git repository of its own, but
+its code is the project's.
+"""
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import os
+import platform
+import subprocess
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+SOURCE = Path(__file__).resolve().parent
+# the distributions whose versions can move a score or a speed; Python's own version is recorded beside them
+PACKAGES = ("nmtbench", "torch", "lightning", "sacrebleu", "sentencepiece", "datasets", "numpy", "dvc", "wandb")
+# written by the pipeline itself while it runs, so a change there says nothing about the code or the params
+PIPELINE_RECORDS = ":(top,exclude,glob)**/dvc.lock"
+
+
+def stamp(started: float) -> dict:
+    """The provenance of a stage that began at time.perf_counter() == started and ends now."""
+    return {**describe(), "wall_seconds": round(time.perf_counter() - started, 2),
+            "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+
+
+def describe() -> dict:
+    """The provenance known before a stage ends: code, software and machine (what a W&B run starts with)."""
+    return {"git": git_state(SOURCE), "python": platform.python_version(), "packages": versions(), "device": device()}
+
+
+def git_state(folder: Path) -> dict:
+    """{"commit": full hash, "dirty": tracked files changed since it} of the git checkout holding folder.
+
+    Both are None outside a checkout, in a repository without commits, or without git. Like `git describe
+    --dirty`, untracked files do not count; neither does dvc.lock, which `dvc repro` itself rewrites.
+    """
+    commit = _git(folder, "rev-parse", "HEAD")
+    if commit is None:
+        return {"commit": None, "dirty": None}
+    changes = _git(folder, "status", "--porcelain", "--untracked-files=no", "--", ":/", PIPELINE_RECORDS)
+    return {"commit": commit, "dirty": None if changes is None else changes != ""}
+
+
+def _git(folder: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):  # no git on this machine, or a hung file system
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def versions(names: Iterable[str] = PACKAGES) -> dict[str, str | None]:
+    """The installed version of each distribution (None when it is not installed)."""
+    found = {}
+    for name in names:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def device() -> dict:
+    """The CPU model, its cores available to this process, memory, the GPUs torch sees and torch's thread count."""
+    import torch
+
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]  # none without CUDA
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"cpu": cpu_model(), "cores": cores, "memory_gib": memory_gib(), "gpus": gpus,
+            "torch_threads": torch.get_num_threads(), "platform": platform.platform()}
+
+
+def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The CPU's model name: Linux names it in /proc/cpuinfo; elsewhere platform's less precise name."""
+    try:
+        for line in cpuinfo.read_text(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("model name", "Model") and value.strip():
+                return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def memory_gib() -> float | None:
+    try:
+        return round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (AttributeError, ValueError, OSError):  # not a POSIX system that reports it
+        return None
+
+
+def version_line() -> str:
+    """`nmtbench --version`: the package version and the commit of the code."""
+    return f"nmtbench {versions(['nmtbench'])['nmtbench'] or 'unknown'} ({code_text(git_state(SOURCE))})"
+
+
+def code_text(git: dict) -> str:
+    if git["commit"] is None:
+        return "commit unknown (not in a git checkout with a commit)"
+    return f"commit {git['commit'][:10]}" + {True: ", with uncommitted changes", False: "", None: ""}[git["dirty"]]

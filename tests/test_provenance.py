@@ -1,0 +1,69 @@
+import importlib.metadata
+import re
+import subprocess
+import time
+
+import pytest
+
+from nmtbench.cli import main
+from nmtbench.provenance import code_text, cpu_model, git_state, stamp, versions
+
+GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@localhost"]
+
+
+def test_git_state_outside_a_checkout_and_before_the_first_commit(tmp_path):
+    assert git_state(tmp_path) == {"commit": None, "dirty": None}  # pytest's folders are in no repository
+    subprocess.run([*GIT, "init", "-q"], cwd=tmp_path, check=True)
+    assert git_state(tmp_path) == {"commit": None, "dirty": None}  # a workspace without commits
+
+
+def test_git_state_is_the_commit_and_whether_tracked_files_changed(tmp_path):
+    subprocess.run([*GIT, "init", "-q"], cwd=tmp_path, check=True)
+    for name in ("params.yaml", "dvc.lock"):
+        (tmp_path / name).write_text("a\n")
+    (tmp_path / "src").mkdir()
+    subprocess.run([*GIT, "add", "-A"], cwd=tmp_path, check=True)
+    subprocess.run([*GIT, "commit", "-qm", "one"], cwd=tmp_path, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    assert git_state(tmp_path / "src") == {"commit": head, "dirty": False}  # any folder of the checkout
+    (tmp_path / "dvc.lock").write_text("b\n")  # dvc repro rewrites it: not a change to the code or params
+    (tmp_path / "new.py").write_text("")  # untracked, as git describe --dirty counts
+    assert git_state(tmp_path / "src") == {"commit": head, "dirty": False}
+    (tmp_path / "params.yaml").write_text("b\n")
+    assert git_state(tmp_path / "src") == {"commit": head, "dirty": True}
+
+
+def test_code_text():
+    assert code_text({"commit": "0123456789abcdef", "dirty": True}) == "commit 0123456789, with uncommitted changes"
+    assert code_text({"commit": "0123456789abcdef", "dirty": False}) == "commit 0123456789"
+    assert code_text({"commit": None, "dirty": None}) == "commit unknown (not in a git checkout with a commit)"
+
+
+def test_cpu_model_from_cpuinfo(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13 64-Core Processor\n")
+    assert cpu_model(cpuinfo) == "AMD EPYC 7B13 64-Core Processor"
+    assert cpu_model(tmp_path / "absent") != ""  # another system: platform's name for it
+
+
+def test_versions_of_installed_and_absent_packages():
+    assert versions(["sacrebleu", "no-such-distribution"]) == {
+        "sacrebleu": importlib.metadata.version("sacrebleu"), "no-such-distribution": None}
+
+
+def test_a_stamp_holds_code_software_machine_and_wall_time():
+    started = time.perf_counter() - 1.5  # a stage that began 1.5 s ago
+    found = stamp(started)
+    assert set(found) == {"git", "python", "packages", "device", "wall_seconds", "finished"}
+    assert 1.5 <= found["wall_seconds"] < 60
+    assert {"torch", "lightning", "dvc", "sacrebleu", "sentencepiece"} <= set(found["packages"])
+    assert set(found["device"]) == {"cpu", "cores", "memory_gib", "gpus", "torch_threads", "platform"}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", found["finished"])
+
+
+def test_version_option_prints_the_version_and_the_commit(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert re.fullmatch(r"nmtbench \S+ \(commit ([0-9a-f]{10}(, with uncommitted changes)?|unknown \(.*\))\)\n",
+                        capsys.readouterr().out)
