@@ -141,3 +141,18 @@ def test_apply_profile_replaces_only_the_named_blocks():
         "models": {"b": {}}, "train": {"lr": 3, "steps": 2}}
     with pytest.raises(ConfigError, match=r"^replace: expected a list of params blocks .* got \['modles'\]"):
         apply_profile(base, {"replace": ["modles"]})
+
+
+def test_profiles_apply_in_order_a_later_one_winning():
+    base = {"data": {"source": {"kind": "multi30k"}, "max_train_pairs": None, "max_length": 80},
+            "models": {"a": {"x": 1}, "b": {"x": 1}}}
+    corpus = {"data": {"source": {"kind": "files", "path": "/c"}, "max_train_pairs": None},
+              "replace": ["models"], "models": {"a": {"x": 2}}}
+    smoke = {"data": {"max_train_pairs": 400}, "models": {"a": {"x": 3}}}
+    assert apply_profile(base, corpus, smoke) == {
+        "data": {"source": {"kind": "files", "path": "/c"}, "max_train_pairs": 400, "max_length": 80},
+        "models": {"a": {"x": 3}}}
+    assert apply_profile(base, smoke, corpus) == {
+        "data": {"source": {"kind": "files", "path": "/c"}, "max_train_pairs": None, "max_length": 80},
+        "models": {"a": {"x": 2}}}
+    assert apply_profile(base) == base

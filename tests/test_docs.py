@@ -3,6 +3,7 @@ dvc.yaml declares), the README stays a front page, and docs/configuration.md nam
 its default."""
 import fnmatch
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -150,6 +151,14 @@ def test_the_path_check_finds_stale_paths(tmp_path):
                                            "models/transformer/best.ckpt", "src/gone.py"]
 
 
+def test_readme_lists_what_make_help_prints():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    listed = re.search(r"`make help` lists every target:\n\n```\n(.*?)```", readme, re.DOTALL)[1]
+    printed = subprocess.run(["make", "--no-print-directory", "help"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout
+    assert listed == printed
+
+
 def test_readme_is_a_front_page():
     lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines; move reference material to docs/"
@@ -213,7 +222,7 @@ def layout_files(page: Path) -> set[str]:
 
 
 def test_layout_names_every_module():
-    modules = {path.relative_to(ROOT).as_posix() for top in ("src/nmtbench", "benchmarks")
+    modules = {path.relative_to(ROOT).as_posix() for top in ("src/nmtbench", "benchmarks", "tools")
                for path in (ROOT / top).rglob("*.py") if path.name not in ("__init__.py", "__main__.py")}
     named = layout_files(ROOT / "docs" / "design-decisions.md")
     assert sorted(modules - named) == [], "name these in docs/design-decisions.md, Layout, file by file"
