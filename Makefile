@@ -1,44 +1,21 @@
 # nmtbench: `make help` lists the targets. Every target sets up .venv on first use.
-SHELL := /bin/bash
-PYTHON ?= python3
-VENV := .venv
-BIN := $(CURDIR)/$(VENV)/bin
-# A local copy of the Multi30k raw files; without one, the prepare stage downloads from upstream.
-# A folder ../shared/data/multi30k beside the checkout is used when present.
-NMTBENCH_DATA_MIRROR ?= $(abspath $(wildcard ../shared/data/multi30k))
-export NMTBENCH_DATA_MIRROR
-export PATH := $(BIN):$(PATH)
-export WANDB_SILENT ?= true
+# The pipeline's targets (setup, repro, tune, report, exp, claims) are in tools/pipeline.mk, which every
+# workspace's Makefile includes too; the ones below are this checkout's: tests, benchmarks, the smoke run.
+include tools/pipeline.mk
+
 SMOKE_DIR ?= runs/smoke
+# profiles merged before profiles/smoke.yaml, e.g. PROFILES=profiles/own_corpus.yaml: your corpus at smoke sizes
+PROFILES ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup repro tune smoke lint test chromium test-fast test-gpu bench-decode bench-train bench-data claims report exp exp-show clean-smoke
+.PHONY: smoke lint test chromium test-fast test-gpu bench-decode bench-train bench-data clean-smoke
 
-help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
+smoke: $(VENV)/.installed ## the whole pipeline on tiny settings in runs/smoke, leaving your outputs alone (PROFILES=... merged first)
+	nmtbench workspace $(SMOKE_DIR) $(foreach profile,$(PROFILES) profiles/smoke.yaml,--profile $(profile))
+	$(MAKE) --no-print-directory -C $(SMOKE_DIR) repro
 
-$(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $@
-
-setup: $(VENV)/.installed ## create .venv and install the pinned dependencies from pyproject.toml
-
-repro: $(VENV)/.installed ## run the whole pipeline on the default params (dvc repro)
-	nmtbench check
-	dvc repro
-
-tune: $(VENV)/.installed ## tune every model on val BLEU (tune.trials trials each, 0 by default: set it first; docs/tuning.md)
-	nmtbench check
-	dvc repro --glob 'tune@*'
-
-smoke: $(VENV)/.installed ## the whole pipeline on tiny settings in runs/smoke, leaving your outputs alone
-	nmtbench workspace $(SMOKE_DIR) --profile profiles/smoke.yaml
-	cd $(SMOKE_DIR) && nmtbench check && dvc repro
-
-lint: $(VENV)/.installed ## ruff on src, tests and benchmarks (style, import order, likely bugs; pyproject.toml [tool.ruff])
-	ruff check src tests benchmarks
+lint: $(VENV)/.installed ## ruff on src, tests, benchmarks, tools and examples (style, import order, likely bugs; pyproject.toml [tool.ruff])
+	ruff check src tests benchmarks tools examples
 
 # Test files run in parallel, one pytest-xdist worker per core, each file whole on one worker: a module's
 # fixtures (the smoke pipeline of test_pipeline.py) are then built once. TEST_WORKERS=0 runs them in one process.
@@ -65,19 +42,6 @@ test-gpu: $(VENV)/.installed ## the GPU lane: tests marked gpu (bf16 training, G
 	@python -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else "make test-gpu: torch finds no CUDA GPU; run it on a machine with one and a CUDA build of torch")'
 	python -m pytest -m gpu
 
-report: $(VENV)/.installed ## rebuild results/comparison.md and results/report.html from the trained models' metrics
-	dvc repro --force --single-item compare report
-
-# A DVC experiment: the whole pipeline with some params changed, kept beside the workspace's results.
-SET ?=
-exp: $(VENV)/.installed ## run a DVC experiment with changed params, e.g. make exp SET="train.lr=0.0005 evaluate.beam=8"
-	@test -n "$(SET)" || { echo 'make exp: name the params to change, e.g. make exp SET="train.lr=0.0005"'; exit 2; }
-	dvc exp run $(foreach assignment,$(SET),-S $(assignment))
-	nmtbench experiments
-
-exp-show: $(VENV)/.installed ## every model's BLEU in the workspace and each DVC experiment, and the params that differ
-	nmtbench experiments
-
 bench-decode: $(VENV)/.installed ## decoding speed of every trained model at beam 1 and 5 (after make repro)
 	python benchmarks/decode_speed.py
 
@@ -88,9 +52,6 @@ bench-train: $(VENV)/.installed ## training tokens/s and share of matmul peak, f
 SIZES ?= 29000 290000 2900000 4500000
 bench-data: $(VENV)/.installed ## time and peak memory of prepare, tokenize, batch plan and loading at 29k to 4.5M pairs
 	python benchmarks/data_scale.py --sizes $(SIZES)
-
-claims: $(VENV)/.installed ## the textbook claims measured: results/claims.md and its plots (dvc repro analyze)
-	dvc repro analyze
 
 clean-smoke: ## delete the smoke workspace
 	rm -rf $(SMOKE_DIR)

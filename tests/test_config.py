@@ -161,3 +161,16 @@ def test_the_converged_profile_is_the_grid_regularised_and_stopped_on_val_bleu()
     assert (params.train.budget.kind, params.train.early_stopping_metric, params.train.val_bleu_sentences) == (
         "none", "bleu", None)
     assert params.train.early_stopping_patience > 0
+def test_profiles_apply_in_order_a_later_one_winning():
+    base = {"data": {"source": {"kind": "multi30k"}, "max_train_pairs": None, "max_length": 80},
+            "models": {"a": {"x": 1}, "b": {"x": 1}}}
+    corpus = {"data": {"source": {"kind": "files", "path": "/c"}, "max_train_pairs": None},
+              "replace": ["models"], "models": {"a": {"x": 2}}}
+    smoke = {"data": {"max_train_pairs": 400}, "models": {"a": {"x": 3}}}
+    assert apply_profile(base, corpus, smoke) == {
+        "data": {"source": {"kind": "files", "path": "/c"}, "max_train_pairs": 400, "max_length": 80},
+        "models": {"a": {"x": 3}}}
+    assert apply_profile(base, smoke, corpus) == {
+        "data": {"source": {"kind": "files", "path": "/c"}, "max_train_pairs": None, "max_length": 80},
+        "models": {"a": {"x": 2}}}
+    assert apply_profile(base) == base

@@ -1,6 +1,9 @@
-"""The documentation holds together: every relative link resolves, the README stays a front page,
-and docs/configuration.md names every key of params.yaml."""
+"""The documentation holds together: every relative link resolves, every path it names exists (or is an output
+dvc.yaml declares), the README stays a front page, and docs/configuration.md names every key of params.yaml with
+its default."""
+import fnmatch
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -71,6 +74,91 @@ def test_the_link_check_finds_broken_links(tmp_path):
                                   "../outside.md: leaves the repository"]
 
 
+# CHANGELOG.md names what was renamed and removed, so it keeps paths that are gone
+PATH_PAGES = [page for page in PAGES if page.name != "CHANGELOG.md"]
+# Folders written by the pipeline but declared to DVC by none of its stages: W&B's offline runs, profile
+# workspaces, Lightning's default log folder, the raw downloads and prepare's and tokenize's temporary folders.
+UNDECLARED_OUTPUTS = ("wandb", "runs", "lightning_logs", "data/raw", "data/.prepared.*", "data/.tokenized.*")
+PATH_TOPS = "src|docs|profiles|benchmarks|tests|plots|data|models|metrics|results|tuned|tuning|wandb|runs"
+# a repository path in code: a known top folder, then names, globs, {a,b} alternatives and <placeholders>
+REPO_PATH = re.compile(rf"(?<![\w./<>$-])(?:{PATH_TOPS})/(?:[\w.*@+/-]|<[^<>\n]*>|\{{[^{{}}\s]*\}})*")
+
+
+def code(text: str) -> list[str]:
+    """Inline code spans and fenced code blocks: where pages name files."""
+    return re.findall(r"`([^`\n]+)`", FENCE.sub("", text)) + [block.group(0) for block in FENCE.finditer(text)]
+
+
+def expand(path: str) -> list[str]:
+    """path as globs: each {a,b} alternative spelled out, each <placeholder> a *, no trailing slash."""
+    alternatives = re.search(r"\{([^{}]*)\}", path)
+    if alternatives:
+        head, tail = path[:alternatives.start()], path[alternatives.end():]
+        return [found for choice in alternatives.group(1).split(",") for found in expand(head + choice + tail)]
+    return [re.sub(r"<[^<>]*>", "*", path).rstrip("/")]
+
+
+def declared_outputs(root: Path) -> list[str]:
+    """Every output, metrics and plots file or folder of dvc.yaml's stages as a glob (a ${...} is a *)."""
+    stages = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))["stages"].values()
+    return [re.sub(r"\$\{[^}]*\}", "*", entry if isinstance(entry, str) else next(iter(entry)))
+            for stage in stages for kind in ("outs", "metrics", "plots") for entry in stage.get(kind, [])]
+
+
+def on_one_line(path: str, glob: str) -> bool:
+    """path lies on glob's line of folders: glob itself, a folder above it or a file below it."""
+    return all(fnmatch.fnmatchcase(mine, theirs) or fnmatch.fnmatchcase(theirs, mine)
+               for mine, theirs in zip(path.split("/"), glob.split("/")))
+
+
+def stale_paths(page: Path, root: Path = ROOT) -> list[str]:
+    """Every path page names in code that is not in the repository; under a folder of the pipeline's outputs,
+    every path that no stage of dvc.yaml writes."""
+    outputs = declared_outputs(root)
+    output_tops = {glob.split("/")[0] for glob in (*outputs, *UNDECLARED_OUTPUTS)}
+    stale = []
+    spans = code(page.read_text(encoding="utf-8"))
+    for named in dict.fromkeys(path for span in spans for path in REPO_PATH.findall(span)):
+        for path in expand(named):
+            if path.split("/")[0] in output_tops:
+                found = (any(on_one_line(path, glob) for glob in outputs)
+                         or any(fnmatch.fnmatchcase(path, glob) or fnmatch.fnmatchcase(path, glob + "/*")
+                                for glob in UNDECLARED_OUTPUTS))
+            else:
+                found = any(root.glob(path))
+            if not found:
+                stale.append(named)
+                break
+    return stale
+
+
+@pytest.mark.parametrize("page", PATH_PAGES, ids=lambda page: page.relative_to(ROOT).as_posix())
+def test_every_path_a_page_names_exists(page):
+    assert stale_paths(page) == [], "no such file in the repository, nor an output dvc.yaml declares"
+
+
+def test_the_path_check_finds_stale_paths(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "here.py").write_text("")
+    (tmp_path / "dvc.yaml").write_text("stages:\n  train:\n    outs:\n      - models/${item.model}/seed${item.seed}:\n"
+                                       "          persist: true\n    metrics:\n      - results/${item.model}.json\n")
+    page = tmp_path / "page.md"
+    page.write_text("`src/here.py` `src/*.py` `models/<model>/seed<seed>/best.ckpt` `models/` `results/{a,b}.json`\n"
+                    "`wandb/offline-run-*` `runs/mine` `data/raw/train.en.gz` src/gone.py outside code\n"
+                    "```\nnmtbench translate models/transformer/best.ckpt > src/gone.py\n```\n"
+                    "`src/{here,gone}.py` `results/a/b.json` `tests/x.py` `lightning_logs/version_0`\n")
+    assert stale_paths(page, tmp_path) == ["src/{here,gone}.py", "results/a/b.json", "tests/x.py",
+                                           "models/transformer/best.ckpt", "src/gone.py"]
+
+
+def test_readme_lists_what_make_help_prints():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    listed = re.search(r"`make help` lists every target:\n\n```\n(.*?)```", readme, re.DOTALL)[1]
+    printed = subprocess.run(["make", "--no-print-directory", "help"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout
+    assert listed == printed
+
+
 def test_readme_is_a_front_page():
     lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines; move reference material to docs/"
@@ -97,3 +185,45 @@ def test_configuration_page_names_every_params_key():
     params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
     missing = [key for key in params_keys(params) if key not in documented]
     assert missing == [], f"add these params.yaml keys to docs/configuration.md: {', '.join(missing)}"
+
+
+def params_value(params: dict, key: str):
+    for name in key.split("."):
+        params = params[name]
+    return params
+
+
+def test_configuration_page_gives_params_yaml_defaults():
+    """Each block's table row `key` | `default` holds params.yaml's value (`[8, ..., 1024]` abbreviates, unchecked)."""
+    page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    rows = re.findall(r"^\| `([\w.]+)` \| `([^`]*)` \|", page, re.MULTILINE)
+    wrong = [f"{key}: the page says {default}, params.yaml {params_value(params, key)!r}" for key, default in rows
+             if "..." not in default and yaml.safe_load(default) != params_value(params, key)]
+    assert rows
+    assert wrong == []
+
+
+def layout_files(page: Path) -> set[str]:
+    """The .py files the page's "Layout, file by file" block names, as paths: a folder at the start of a line
+    (indented 2 under a top one) holds the names on that line and on the continuation lines below it."""
+    text = page.read_text(encoding="utf-8").split("## Layout, file by file", 1)[1]
+    top = folder = ""
+    named = set()
+    for line in FENCE.search(text).group(0).splitlines()[1:-1]:
+        first = line.split()[0] if line.strip() else ""
+        indent = len(line) - len(line.lstrip())
+        if indent == 0:
+            top = folder = first if first.endswith("/") else ""
+        elif indent == 2:
+            folder = top + (first if first.endswith("/") else "")
+        named |= {folder + name for name in re.findall(r"\b\w+\.py\b", line)}
+    return named
+
+
+def test_layout_names_every_module():
+    modules = {path.relative_to(ROOT).as_posix() for top in ("src/nmtbench", "benchmarks", "tools")
+               for path in (ROOT / top).rglob("*.py") if path.name not in ("__init__.py", "__main__.py")}
+    named = layout_files(ROOT / "docs" / "design-decisions.md")
+    assert sorted(modules - named) == [], "name these in docs/design-decisions.md, Layout, file by file"
+    assert sorted(path for path in named if not (ROOT / path).is_file()) == []

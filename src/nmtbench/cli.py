@@ -167,45 +167,51 @@ def _check(args):
 def _workspace(args):
     from nmtbench.workspace import make_workspace
 
-    print(make_workspace(Path(args.params).parent, Path(args.target), Path(args.profile)))
+    print(make_workspace(Path(args.params).parent, Path(args.target), [Path(name) for name in args.profile]))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="nmtbench", description=__doc__.splitlines()[0])
-    parser.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
+def shared_options(default) -> argparse.ArgumentParser:
+    """The options every command takes, before or after its name. The commands' copies default to SUPPRESS,
+    so `nmtbench --params X check` keeps X instead of the command's default overwriting it."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--params", default=default, help="params file (default: params.yaml)")
+    return options
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nmtbench", description=__doc__.splitlines()[0],
+                                     parents=[shared_options("params.yaml")])
     parser.add_argument("--version", action="version", version=version_line(),
                         help="print the version and the git commit of the code, then exit")
-    commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("check", help="validate every block of the params file (make repro runs it before dvc repro, "
-                        "which deletes a stage's outputs before the stage can refuse bad params)"
-                        ).set_defaults(run=_check)
-    commands.add_parser("prepare", help="read data.source (Multi30k, a folder or a hub dataset), validate, filter, "
-                        "save").set_defaults(run=_prepare)
-    commands.add_parser("tokenize", help="train the joint subword model and encode every split"
-                        ).set_defaults(run=_tokenize)
-    tune = commands.add_parser("tune", help="search the model's hyperparameters on val BLEU (tune.trials trials of "
-                               "tune.budget); start it on several machines to share one study")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="command",
+                                     help="one of these; nmtbench <command> --help describes it")
+
+    def command(name: str, run, text: str) -> argparse.ArgumentParser:
+        found = commands.add_parser(name, help=text, description=text, parents=[shared_options(argparse.SUPPRESS)])
+        found.set_defaults(run=run)
+        return found
+
+    command("check", _check, "validate every block of the params file (make repro runs it before dvc repro, "
+            "which deletes a stage's outputs before the stage can refuse bad params)")
+    command("prepare", _prepare, "read data.source (Multi30k, a folder or a hub dataset), validate, filter, save")
+    command("tokenize", _tokenize, "train the joint subword model and encode every split")
+    tune = command("tune", _tune, "search the model's hyperparameters on val BLEU (tune.trials trials of "
+                   "tune.budget); start it on several machines to share one study")
     tune.add_argument("model", help="a model name from the models block of params.yaml")
-    tune.set_defaults(run=_tune)
     for name, run, text in (("train", _train, "train one model variant with its tuned params, if any"),
                             ("evaluate", _evaluate, "decode and score the test sets with one model")):
-        command = commands.add_parser(name, help=text)
-        command.add_argument("model", help="a model name from the models block of params.yaml")
-        command.add_argument("--seed", type=int, help="which run of the model (default: the first of seeds)")
-        command.set_defaults(run=run)
-    commands.add_parser("compare", help="the side-by-side table of every model: scores over seeds, "
-                        "significance, BLEU by length, examples").set_defaults(run=_compare)
-    commands.add_parser("beam-sweep", help="BLEU and speed of one model over beam sizes and alphas"
-                        ).set_defaults(run=_beam_sweep)
-    commands.add_parser("analyze", help="measure the textbook claims about RNNs and Transformers"
-                        ).set_defaults(run=_analyze)
-    commands.add_parser("report", help="results/report.html: the table and every plot on one page"
-                        ).set_defaults(run=_report)
-    commands.add_parser("dashboard", help="a W&B report comparing the runs (needs a W&B account)"
-                        ).set_defaults(run=_dashboard)
-    commands.add_parser("experiments", help="models x experiments: each model's BLEU in the workspace and every DVC "
-                        "experiment (dvc exp show), and the params that differ").set_defaults(run=_experiments)
-    translate = commands.add_parser("translate", help="translate a file or standard input with a trained model")
+        stage = command(name, run, text)
+        stage.add_argument("model", help="a model name from the models block of params.yaml")
+        stage.add_argument("--seed", type=int, help="which run of the model (default: the first of seeds)")
+    command("compare", _compare, "the side-by-side table of every model: scores over seeds, significance, "
+            "BLEU by length, examples")
+    command("beam-sweep", _beam_sweep, "BLEU and speed of one model over beam sizes and alphas")
+    command("analyze", _analyze, "measure the textbook claims about RNNs and Transformers")
+    command("report", _report, "results/report.html: the table and every plot on one page")
+    command("dashboard", _dashboard, "a W&B report comparing the runs (needs a W&B account)")
+    command("experiments", _experiments, "models x experiments: each model's BLEU in the workspace and every DVC "
+            "experiment (dvc exp show), and the params that differ")
+    translate = command("translate", _translate, "translate a file or standard input with a trained model")
     translate.add_argument("model_dir", help="a trained model folder, e.g. models/transformer/seed42")
     translate.add_argument("input", nargs="?", default="-", help="one sentence per line (default: standard input)")
     translate.add_argument("--beam", type=int, help="beam size (default: evaluate.beam of params.yaml)")
@@ -215,13 +221,16 @@ def main(argv: list[str] | None = None) -> int:
                            help="at most this many padded source tokens per batch (default: evaluate.batch_tokens)")
     translate.add_argument("--device", choices=("auto", "cpu", "cuda"),
                            help="where to decode; auto: cuda when present (default: evaluate.device)")
-    translate.set_defaults(run=_translate)
-    workspace = commands.add_parser("workspace", help="a separate DVC workspace running params.yaml + a profile")
+    workspace = command("workspace", _workspace, "a separate DVC workspace running params.yaml + profiles")
     workspace.add_argument("target", help="folder to create or refresh")
-    workspace.add_argument("--profile", required=True, help="overrides file, e.g. profiles/smoke.yaml")
-    workspace.set_defaults(run=_workspace)
+    workspace.add_argument("--profile", required=True, action="append",
+                           help="overrides file, e.g. profiles/smoke.yaml; give it again to merge several in order, "
+                           "a later one winning (your corpus, then the smoke sizes)")
+    return parser
 
-    args = parser.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         args.run(args)
     except (ValueError, OSError) as error:

@@ -554,13 +554,17 @@ def merge(base: dict, override: dict) -> dict:
     return merged
 
 
-def apply_profile(base: dict, profile: dict) -> dict:
-    """params.yaml with a profile merged on. The blocks a profile names in its list `replace` are taken from the
-    profile whole instead of merged: a recipe's own grid of models (models: ...) rather than the defaults plus it."""
-    profile = dict(profile)
-    replaced = profile.pop("replace", [])
-    if not isinstance(replaced, list) or not set(replaced) <= set(base):
-        raise ConfigError(f"replace: expected a list of params blocks the profile gives whole, e.g. [models], "
-                          f"got {replaced!r}")
-    return merge({key: value for key, value in base.items() if key not in replaced}, profile)
+def apply_profile(base: dict, *profiles: dict) -> dict:
+    """params.yaml with the profiles merged on in order, so a later one wins where two set the same key (your
+    corpus, then the smoke sizes). The blocks a profile names in its list `replace` are taken from that profile
+    whole instead of merged: a recipe's own grid of models (models: ...) rather than the defaults plus it."""
+    merged = base
+    for profile in profiles:
+        profile = dict(profile)
+        replaced = profile.pop("replace", [])
+        if not isinstance(replaced, list) or not set(replaced) <= set(merged):
+            raise ConfigError(f"replace: expected a list of params blocks the profile gives whole, e.g. [models], "
+                              f"got {replaced!r}")
+        merged = merge({key: value for key, value in merged.items() if key not in replaced}, profile)
+    return merged
 

@@ -1,10 +1,12 @@
-"""Profiles: a folder holding the pipeline and params.yaml merged with a profile's overrides.
+"""Profiles: a folder holding the pipeline and params.yaml merged with one or more profiles' overrides.
 
 A profile runs in a workspace of its own, a DVC project beside the user's, so `make smoke` never
-touches the outputs of the user's own experiment.
+touches the outputs of the user's own experiment. The workspace behaves like the project: the same
+.gitignore, and a Makefile with the pipeline's make targets (tools/pipeline.mk), which use the project's .venv.
 """
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -13,25 +15,36 @@ from pathlib import Path
 import yaml
 
 from nmtbench.config import ConfigError, apply_profile, parse_params, read_yaml
+from nmtbench.models.registry import model_config
+
+PIPELINE_TARGETS = Path("tools") / "pipeline.mk"
 
 
-def make_workspace(project: Path, target: Path, profile: Path) -> Path:
-    """Create or refresh target with project's dvc.yaml and params.yaml merged with profile."""
-    project, target = Path(project), Path(target)
+def read_profile(profile: Path) -> dict:
+    """A profile's overrides, refused in one line when the file is missing or holds no params blocks."""
     if not profile.is_file():
         raise FileNotFoundError(f"{profile}: no such profile; see the profiles/ folder")
-    base = read_yaml(project / "params.yaml")
     overrides = read_yaml(profile) or {}
     if not isinstance(overrides, dict):
         raise ConfigError(f"{profile}: expected params blocks to override, such as `train:`, got a "
                           f"{type(overrides).__name__}; see profiles/smoke.yaml")
-    merged = apply_profile(base, overrides)
-    parse_params(merged)  # a bad override fails here, before any stage runs
+    return overrides
+
+
+def make_workspace(project: Path, target: Path, profiles: list[Path]) -> Path:
+    """Create or refresh target with project's pipeline and params.yaml merged with the profiles, in order."""
+    project, target = Path(project), Path(target)
+    merged = apply_profile(read_yaml(project / "params.yaml"), *(read_profile(Path(p)) for p in profiles))
+    for name, block in parse_params(merged).models.items():  # a bad override fails here, before any stage runs
+        model_config(name, block)
     target.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(project / "dvc.yaml", target / "dvc.yaml")
+    for name in ("dvc.yaml", ".gitignore"):  # .gitignore: W&B runs, models and the like are never committed there
+        shutil.copyfile(project / name, target / name)
     for folder in ("plots", "systems"):  # what dvc.yaml names: the plot templates, outside systems' translations
         shutil.copytree(project / folder, target / folder, dirs_exist_ok=True)
-    header = f"# generated from params.yaml + {profile.name}; edit those, not this file\n"
+    (target / "Makefile").write_text(makefile(project, target))
+    names = " + ".join(Path(p).name for p in profiles)
+    header = f"# generated from params.yaml + {names}; edit those, not this file\n"
     (target / "params.yaml").write_text(header + yaml.safe_dump(merged, sort_keys=False))
     if not (target / ".dvc").is_dir():  # a git repository too, so `dvc exp show` and `dvc exp run` work there
         git = ["git", "-c", "user.name=nmtbench", "-c", "user.email=nmtbench@localhost"]
@@ -39,5 +52,15 @@ def make_workspace(project: Path, target: Path, profile: Path) -> Path:
         subprocess.run([sys.executable, "-m", "dvc", "init", "--quiet"], cwd=target, check=True)
         subprocess.run([sys.executable, "-m", "dvc", "config", "core.analytics", "false"], cwd=target, check=True)
         subprocess.run([*git, "add", "-A"], cwd=target, check=True)
-        subprocess.run([*git, "commit", "--quiet", "-m", f"profile {profile.stem}"], cwd=target, check=True)
+        message = f"profile {' + '.join(Path(p).stem for p in profiles)}"
+        subprocess.run([*git, "commit", "--quiet", "-m", message], cwd=target, check=True)
     return target
+
+
+def makefile(project: Path, target: Path) -> str:
+    """The workspace's Makefile: the project's pipeline targets, included by a relative path, so a checkout
+    moved together with its workspaces keeps working."""
+    include = os.path.relpath((project / PIPELINE_TARGETS).resolve(), target.resolve())
+    return ("# Written by nmtbench workspace: the project's pipeline targets (make help lists them), run in this\n"
+            "# folder with the project's .venv.\n"
+            f"include {include}\n")

@@ -1,0 +1,109 @@
+"""nmtbench workspace: a folder that behaves like the project. It holds params.yaml merged with its profiles in
+order, the project's .gitignore and a Makefile with the pipeline's make targets, and the README's workspace
+instructions run there as written."""
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers.project import ROOT, pipeline_env
+from nmtbench.cli import main
+
+PIPELINE_TARGETS = ["help", "setup", "repro", "tune", "report", "exp", "exp-show", "claims"]
+# what a run leaves in a workspace besides what DVC tracks: none of it is ever committed
+RUN_FILES = ["wandb/offline-run-20261124_101010-abc/run-abc.wandb", "models/transformer/seed42/best.ckpt",
+             "metrics/transformer/seed42/eval.json", "results/report.html", "lightning_logs/version_0/hparams.yaml",
+             "runs/inner/params.yaml", "data/raw/train.en.gz", "tuning/transformer/study.db"]
+
+
+def make(folder: Path, *args: str) -> str:
+    done = subprocess.run(["make", "--no-print-directory", *args], cwd=folder, capture_output=True, text=True,
+                          env=pipeline_env(), check=True)
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    """A workspace of the project: the own-corpus profile, then the smoke sizes."""
+    folder = tmp_path_factory.mktemp("workspaces") / "mine"
+    argv = ["--params", str(ROOT / "params.yaml"), "workspace", str(folder),
+            "--profile", str(ROOT / "profiles/own_corpus.yaml"), "--profile", str(ROOT / "profiles/smoke.yaml")]
+    assert main(argv) == 0
+    return folder
+
+
+def test_profiles_merge_in_order_and_the_header_names_them(workspace):
+    text = (workspace / "params.yaml").read_text()
+    params = yaml.safe_load(text)
+    assert text.splitlines()[0] == ("# generated from params.yaml + own_corpus.yaml + smoke.yaml; "
+                                    "edit those, not this file")
+    data = params["data"]
+    assert (data["source"], data["src_lang"], data["tgt_lang"], data["eval_splits"]) == (
+        {"kind": "files", "path": "/data/my-corpus", "name": None, "config": None, "revision": None, "splits": {}},
+        "en", "fr", ["mytest"])  # own_corpus.yaml's
+    # own_corpus.yaml sets max_train_pairs null, smoke.yaml, applied after it, 400
+    assert (data["max_train_pairs"], data["max_eval_pairs"], data["max_length"]) == (400, 40, 80)
+    assert (params["tokenize"]["vocab_size"], params["models"]["rnn"]) == (500, {
+        "family": "rnn", "cell": "rnn", "bidirectional": True, "layers": 1, "embed_dim": 32, "hidden_dim": 32,
+        "attention": "none", "input_feeding": True, "dropout": 0.2})
+    log = subprocess.run(["git", "log", "--format=%s"], cwd=workspace, capture_output=True, text=True, check=True)
+    assert log.stdout == "profile own_corpus + smoke\n"
+
+
+def test_the_workspace_has_the_pipeline_make_targets(workspace):
+    assert [line.split()[1] for line in make(workspace, "help").splitlines()] == PIPELINE_TARGETS
+    report = make(workspace, "-n", "report").splitlines()
+    assert report[-1] == "dvc repro --force --single-item compare report"
+    assert f"{ROOT}/.venv" in report[0]  # the project's .venv, set up or checked first
+
+
+def test_git_ignores_what_runs_leave_in_the_workspace(workspace):
+    assert (workspace / ".gitignore").read_text() == (ROOT / ".gitignore").read_text()
+    for name in RUN_FILES:
+        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / name).write_text("x")
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=workspace,
+                            capture_output=True, text=True, check=True)
+    assert status.stdout == ""  # the Makefile and .gitignore themselves are in the first commit
+
+
+def readme_workspace_commands() -> str:
+    """The README's workspace instructions: the code block of its paragraph 'Run a profile in a workspace'."""
+    section = (ROOT / "README.md").read_text().split("**Run a profile in a workspace of its own.**", 1)[1]
+    return re.search(r"```bash\n(.*?)```", section, re.DOTALL)[1]
+
+
+def test_the_readme_workspace_instructions_run_as_written(tmp_path):
+    """In a copy of the project with a .venv: the workspace is made, and make in it runs the pipeline (dry run:
+    make -n, training nothing)."""
+    venv = Path(sys.prefix)
+    if not (venv / "bin" / "nmtbench").is_file():
+        pytest.skip("the README runs .venv/bin/nmtbench: run the tests from the project's .venv")
+    for name in ("Makefile", "tools", "params.yaml", "dvc.yaml", "plots", "systems", "profiles", ".gitignore",
+                 "pyproject.toml"):
+        copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copyfile
+        copy(ROOT / name, tmp_path / name)
+    (tmp_path / ".venv").symlink_to(venv)
+    dry_run = "make() { command make --no-print-directory --dry-run \"$@\"; }\n"
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", dry_run + readme_workspace_commands()], cwd=tmp_path,
+                          capture_output=True, text=True, env=pipeline_env())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-2:] == ["nmtbench check", "dvc repro"]  # make repro, run in the workspace
+    workspace = tmp_path / "runs" / "mine"
+    assert (workspace / "Makefile").read_text().splitlines()[-1] == "include ../../tools/pipeline.mk"
+    assert [line.split()[1] for line in make(workspace, "help").splitlines()] == PIPELINE_TARGETS
+    assert make(workspace, "-n", "report").splitlines()[-1] == "dvc repro --force --single-item compare report"
+
+
+def test_a_recipe_grid_sized_by_the_smoke_profile_is_refused_before_any_folder(tmp_path, capsys):
+    """wmt14_ende.yaml replaces the grid; smoke.yaml then sizes models the grid no longer has, which have no family."""
+    argv = ["--params", str(ROOT / "params.yaml"), "workspace", str(tmp_path / "ws"),
+            "--profile", str(ROOT / "profiles/wmt14_ende.yaml"), "--profile", str(ROOT / "profiles/smoke.yaml")]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == ("nmtbench workspace: error: models.rnn: missing 'family'; "
+                                       "choose one of rnn, transformer, decoder_only, cnn or package.module:Class\n")
+    assert not (tmp_path / "ws").exists()
