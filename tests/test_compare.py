@@ -127,6 +127,20 @@ def test_significance_is_marked_in_the_table(root):
     assert "| rnn (baseline) |" in (root / "results" / "comparison.md").read_text()
 
 
+def test_an_equal_bleu_is_never_starred_whatever_its_p_value(tmp_path):
+    """Two systems at BLEU 0.0: sacreBLEU gives p = 1/101 for a difference of 0.00, which is no difference."""
+    wrong = ["Hund.", "Katze.", "Baum.", "Haus.", "Auto."]
+    for name in ("transformer", "rnn"):
+        write_run(tmp_path, name, 1, wrong)
+    result = run_compare(tmp_path, [1])
+    test = result["models"]["transformer"][SPLIT]["bootstrap"]
+    assert (result["models"]["transformer"][SPLIT]["bleu"]["mean"], test["p_value"]) == (0.0, 0.0099)
+    assert test["significant"] is False
+    row = next(line for line in (tmp_path / "results" / "comparison.md").read_text().splitlines()
+               if line.startswith("| transformer |"))
+    assert row.split(" | ")[6] == "0.00"
+
+
 def test_bleu_by_source_length_bucket(root):
     assert bucket_labels([4, 8]) == ["1-4", "5-8", "9+"]
     assert [bucket_of(n, [4, 8]) for n in (1, 4, 5, 8, 9, 30)] == [0, 0, 1, 1, 2, 2]

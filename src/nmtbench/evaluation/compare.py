@@ -92,7 +92,8 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
             scored += found
             models[name][split] = {
                 **{key: _spread([scores[key] for scores in found], labels) for key in keys},
-                "bootstrap": _significance({seed: tests[seed][name] for seed in seeds}),
+                "bootstrap": _significance({seed: tests[seed][name] for seed in seeds},
+                                           {seed: tests[seed][baseline]["bleu"] for seed in seeds}),
                 "length_buckets": {label: _bucket_bleu(hypotheses, references,
                                                        [i for i, b in enumerate(lengths) if b == bucket], labels)
                                    for bucket, label in enumerate(buckets)},
@@ -253,13 +254,19 @@ def _spread(values: list[float | None], seeds: list[int]) -> dict | None:
             "per_seed": {str(seed): value for seed, value in zip(seeds, values)}}
 
 
-def _significance(per_seed: dict[int, dict]) -> dict:
-    """One verdict over seeds: the bootstrap interval averaged, the largest p-value (None for the baseline)."""
+def _significance(per_seed: dict[int, dict], baseline_bleu: dict[int, float]) -> dict:
+    """One verdict over seeds: the bootstrap interval averaged, the largest p-value (None for the baseline).
+
+    A seed whose BLEU equals the baseline's is never a significant difference, whatever its p-value: sacreBLEU
+    counts only resampled differences strictly above the observed one, so two systems at BLEU 0.0 on every
+    resample get p = 1 / (resamples + 1).
+    """
     p_values = [result["p_value"] for result in per_seed.values()]
     worst = None if None in p_values else max(p_values)
+    differs = all(result["bleu"] != baseline_bleu[seed] for seed, result in per_seed.items())
     return {"mean": round(statistics.mean(r["mean"] for r in per_seed.values()), 2),
             "ci": round(statistics.mean(r["ci"] for r in per_seed.values()), 2),
-            "p_value": worst, "significant": None if worst is None else worst < SIGNIFICANCE_LEVEL,
+            "p_value": worst, "significant": None if worst is None else differs and worst < SIGNIFICANCE_LEVEL,
             "per_seed": {str(seed): result for seed, result in per_seed.items()}}
 
 
