@@ -32,3 +32,10 @@ def test_a_table_without_rows_is_its_header():
 def test_a_ragged_table_or_an_unknown_alignment_is_refused(header, rows, align):
     with pytest.raises(ValueError, match=r"needs one alignment \(l, r, -\) and one cell per column"):
         Table(header, rows, align)
+
+
+def test_control_characters_are_shown_as_escapes_in_both_renderings():
+    """A NUL, an escape and a C1 byte decoded from byte-fallback pieces: visible, and harmless to the row."""
+    table = Table(["Model", "output"], [["rnn", "Ein\x00Hund\x1b[2J\x85|"]], "ll")
+    assert table.markdown().splitlines()[2] == "| rnn | Ein\\x00Hund\\x1b[2J\\x85\\| |"
+    assert table.html().endswith("<tr><td>rnn</td><td>Ein\\x00Hund\\x1b[2J\\x85|</td></tr></table>")

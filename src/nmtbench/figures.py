@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import io
 
+from nmtbench.evaluation.tables import visible
+
 # matplotlib's default cycle repeats its colours after ten lines, so the eleventh run would look like
 # the first: a run's style is a colour of the cycle with a line style and marker per round of it.
 COLOURS = [f"C{i}" for i in range(10)]
@@ -100,7 +102,7 @@ def length_buckets(buckets: list[str], bleu: dict[str, list[float]], split: str)
 
 def attention_heatmap(example: dict, label: str) -> bytes:
     """Source attention of every output step of one sentence: rows are output pieces, columns source pieces."""
-    source, target = example["source_pieces"], example["target_pieces"]
+    source, target = ([visible(piece) for piece in example[key]] for key in ("source_pieces", "target_pieces"))
     fig, axes = _pyplot().subplots(figsize=(0.35 * len(source) + 2, 0.3 * len(target) + 1.5))
     # darkest at the map's own largest weight, so near-uniform attention of a weak model stays visible
     image = axes.imshow(example["weights"], cmap="Greys", vmin=0, aspect="auto")

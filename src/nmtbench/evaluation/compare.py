@@ -23,7 +23,7 @@ import yaml
 from nmtbench.config import BudgetConfig, CompareConfig, ConfigError
 from nmtbench.evaluation.scoring import PUBLISHED, SCORES, bleu, score
 from nmtbench.evaluation.significance import bleu_difference, paired_bootstrap
-from nmtbench.evaluation.tables import Table
+from nmtbench.evaluation.tables import Table, visible
 from nmtbench.files import write_json, write_text
 from nmtbench.runs import RESULTS, RunPaths, tuned_file
 
@@ -343,9 +343,9 @@ def markdown(comparison: dict) -> str:
     for split, examples in comparison["examples"].items():
         lines += ["", f"## Example translations: {split}" + (f" (seed {seeds[0]})" if len(seeds) > 1 else "")]
         for example in examples:
-            lines += ["", f"Sentence {example['index']}:", "", f"- source: {example['source']}",
-                      f"- reference: {example['reference']}"]
-            lines += [f"- {name}: {text}" for name, text in example["outputs"].items()]
+            lines += ["", f"Sentence {example['index']}:", "", f"- source: {visible(example['source'])}",
+                      f"- reference: {visible(example['reference'])}"]
+            lines += [f"- {name}: {visible(text)}" for name, text in example["outputs"].items()]
 
     lines += ["", "## sacreBLEU signatures", "", *(f"- {signature}" for signature in signatures(comparison))]
     if comparison.get("tuning"):

@@ -1,16 +1,24 @@
 """One table, two renderings: Markdown for the results/*.md files, HTML for the report page.
 
 Every table of the results goes through here, so the Markdown and the page cannot disagree on a figure.
-Cells are text the caller has formatted already.
+Cells are text the caller has formatted already; control characters in them (a NUL or an escape decoded from a
+byte-fallback piece of a weak model) are shown as \\xNN, so they can neither break a row nor hide in the page.
 """
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass
 
 # One letter per column. "r" for figures: right-aligned, so digits line up. "-" leaves the alignment
 # to the reader (Markdown's plain ---).
 RULES = {"l": ":---", "r": "---:", "-": "---"}
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # Unicode's category Cc: C0, DEL and C1
+
+
+def visible(text: str) -> str:
+    """text with every control character written as \\xNN: "a\\x00b" for a NUL between a and b."""
+    return CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
 
 
 @dataclass(frozen=True)
@@ -28,14 +36,14 @@ class Table:
     def markdown(self) -> str:
         """A pipe table. Cells stay Markdown (`code`, **bold**, links); a | is escaped, as it would end the cell."""
         rows = (self.header, *self.rows)
-        lines = ["| " + " | ".join(cell.replace("|", r"\|") for cell in row) + " |" for row in rows]
+        lines = ["| " + " | ".join(visible(cell).replace("|", r"\|") for cell in row) + " |" for row in rows]
         lines.insert(1, "|" + "|".join(RULES[letter] for letter in self.align) + "|")
         return "\n".join(lines)
 
     def html(self) -> str:
         """A <table>; cells are plain text, escaped. Right-aligned columns get class "number" (the page's style)."""
-        head = "".join(f"<th>{html.escape(cell)}</th>" for cell in self.header)
+        head = "".join(f"<th>{html.escape(visible(cell))}</th>" for cell in self.header)
         opening = ['<td class="number">' if letter == "r" else "<td>" for letter in self.align]
-        body = "".join("<tr>" + "".join(f"{tag}{html.escape(cell)}</td>" for tag, cell in zip(opening, row)) + "</tr>"
-                       for row in self.rows)
+        body = "".join("<tr>" + "".join(f"{tag}{html.escape(visible(cell))}</td>" for tag, cell in zip(opening, row))
+                       + "</tr>" for row in self.rows)
         return f"<table><tr>{head}</tr>{body}</table>"
