@@ -47,10 +47,15 @@ def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out
     return result
 
 
-def table(result: dict) -> str:
+def sweep_table(result: dict) -> Table:
+    """One row per beam size and alpha: quality and speed (results/beam_sweep.md and the report page)."""
     rows = [[str(r["beam"]), f"{r['alpha']:g}", f"{r['bleu']:.2f}", f"{r['chrf']:.2f}", f"{r['sentences_per_s']:,.1f}",
              f"{r['target_tokens_per_s']:,.0f}"] for r in result["rows"]]
-    sweep = Table(["beam", "alpha", "BLEU", "chrF", "sentences/s", "target tokens/s"], rows, "rrrrrr")
+    return Table(["beam", "alpha", "BLEU", "chrF", "sentences/s", "target tokens/s"], rows, "rrrrrr")
+
+
+def table(result: dict) -> str:
+    sweep = sweep_table(result)
     return "\n".join([f"# Beam sweep: {result['model']} (seed {result['seed']}) on {result['split']} "
                       f"({result['sentences']} sentences, {result['length_penalty']} length penalty)", "",
                       sweep.markdown(), "", f"BLEU: `{result['bleu_signature']}`", ""])

@@ -362,13 +362,17 @@ def markdown(comparison: dict) -> str:
 # The tables and notes below are shared by comparison.md and the report page (nmtbench.evaluation.report).
 
 def headline_table(comparison: dict) -> Table:
-    """Per model: size, training time, BLEU with its 95% interval and decoding speed on the first test set."""
-    split = comparison["splits"][0]
+    """Per model: size, training time, BLEU cased (with its 95% interval) and lowercased on every test set, and
+    decoding speed on the first."""
+    splits = comparison["splits"]
     rows = [[_model(name, comparison), _count(row["params"]), _duration(row["train_seconds"]),
-             *_bleu_cells(row[split]), _cell(row[split]["sentences_per_s"], 1)]
+             *(cell for split in splits for cell in (*_bleu_cells(row[split]), _cell(row[split]["bleu_lc"]))),
+             _cell(row[splits[0]]["sentences_per_s"], 1)]
             for name, row in comparison["models"].items()]
-    return Table(["Model", "Parameters", "Training time", f"{split} BLEU", "95% CI", "Decoding sentences/s"], rows,
-                 "lrrrrr")
+    header = ["Model", "Parameters", "Training time", *(column for split in splits
+                                                        for column in (f"{split} BLEU", "95% CI", "BLEU lc")),
+              "Decoding sentences/s"]
+    return Table(header, rows, "l" + "r" * (len(header) - 1))
 
 
 def main_table(comparison: dict) -> Table:
