@@ -324,6 +324,16 @@ def test_val_bleu_across_compute_is_the_best_within_each_fraction_of_the_flop_bu
     assert "| transformer | - | 7.50 ± 2.12 | 11.50 ± 0.71 |" in markdown
 
 
+def test_every_runs_flops_curve_in_one_long_csv_for_the_top_level_plot(root):
+    run_compare(root, [1])
+    assert (root / "results" / "flops_curves.csv").read_text() == "run,train_flops,val_bleu\n"  # no curves yet
+    write_curves(root)
+    run_compare(root, [1])
+    assert (root / "results" / "flops_curves.csv").read_text().splitlines() == [
+        "run,train_flops,val_bleu", "transformer/seed1,20,5", "transformer/seed1,40,9", "transformer/seed1,60,8",
+        "transformer/seed1,101,12", "rnn/seed1,50,3", "rnn/seed1,101,4"]
+
+
 def test_without_a_flop_budget_the_largest_run_sets_the_scale(root):
     write_curves(root)
     found = compare(["transformer", "rnn"], [1], CFG, {SPLIT: {"src": SOURCES, "tgt": REFERENCES}}, root,

@@ -107,6 +107,7 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
     if blocks is not None:
         references = {split: list(test_sets[split]["tgt"]) for split in splits}
         comparison["verdict"] = verdict(models, blocks, seeds, baseline, translations, references, cfg)
+    write_flops_curves(runs, Path(root) / RESULTS / "flops_curves.csv")
     write_json(Path(root) / RESULTS / "comparison.json", comparison)
     write_text(Path(root) / RESULTS / "comparison.md", markdown(comparison))
     return comparison
@@ -179,6 +180,15 @@ def across_compute(runs: dict[tuple[str, int], RunPaths], seeds: list[int], budg
                       for seed in seeds]
             models[name][str(fraction)] = _spread([max(found) if found else None for found in within], seeds)
     return {"flops": total, "budget": "train.budget" if flops_budget else "the largest run", "models": models}
+
+
+def write_flops_curves(runs: dict[tuple[str, int], RunPaths], path: Path) -> None:
+    """Every run's (training FLOPs, val BLEU) in one long CSV, a row per validation and the run in a column: the
+    one file DVC's top-level plot (dvc.yaml) draws as a line per run, whatever the models and seeds."""
+    lines = ["run,train_flops,val_bleu", *(f"{name}/seed{seed},{flops:g},{bleu:g}"
+                                           for (name, seed), paths in runs.items()
+                                           for flops, bleu in _flops_curve(paths.learning_curve))]
+    write_text(path, "\n".join(lines) + "\n")
 
 
 def _flops_curve(path: Path) -> list[tuple[float, float]]:
