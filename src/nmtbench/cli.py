@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from nmtbench.config import ConfigError, DecodeConfig, load_params, resolve_device
+from nmtbench.quiet import quiet_third_parties
 from nmtbench.runs import RESULTS
 
 
@@ -208,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     workspace.set_defaults(run=_workspace)
 
     args = parser.parse_args(argv)
+    quiet_third_parties()
     try:
         args.run(args)
     except (ValueError, OSError) as error:
