@@ -91,10 +91,8 @@ def _dashboard(args):
 
 
 def _translate(args):
-
-    from tqdm import tqdm
-
     from nmtbench.decoding.translator import Translator
+    from nmtbench.progress import progress_bar
 
     for option, value, smallest in (("--beam", args.beam, 1), ("--nbest", args.nbest, 1),
                                     ("--batch-tokens", args.batch_tokens, 1), ("--alpha", args.alpha, 0)):
@@ -111,7 +109,7 @@ def _translate(args):
     resolve_device(cfg.device, "--device" if args.device else "evaluate.device")  # before loading anything
     translator = Translator.from_model_dir(Path(args.model_dir), cfg)
     sentences = read_input(args.input)
-    with tqdm(total=len(sentences), unit="sent", file=sys.stderr, disable=args.input == "-") as progress:
+    with progress_bar(len(sentences), "translating", "sent", disable=args.input == "-") as progress:
         found = translator.translate(sentences, args.nbest, progress)
     for i, hyps in enumerate(found):
         for text, score in hyps:
