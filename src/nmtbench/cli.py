@@ -20,13 +20,16 @@ def _prepare(args):
     from nmtbench.data.prepare import prepare
     from nmtbench.data.sources import mirror_from_env
 
-    prepare(load_params(args.params).data, mirror_from_env())
+    summary = prepare(load_params(args.params).data, mirror_from_env())
+    print("data/prepared: " + ", ".join(f"{split} {found['pairs']:,} pairs of {found['lines']:,} lines"
+                                        for split, found in summary["splits"].items()) + "; details: data/stats.json")
 
 
 def _tokenize(args):
     from nmtbench.data.tokenizer import tokenize
 
-    tokenize(load_params(args.params).tokenize)
+    tokenizer = tokenize(load_params(args.params).tokenize)
+    print(f"data/tokenized: a joint subword vocabulary of {tokenizer.vocab_size:,} pieces; every split encoded")
 
 
 def _train(args):
