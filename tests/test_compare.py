@@ -174,6 +174,15 @@ def test_example_translations_side_by_side(root):
             "- rnn: Kind lacht.\n") in table
 
 
+def test_control_characters_of_a_translation_are_visible_in_the_examples(tmp_path):
+    """A NUL and an escape decoded from byte-fallback pieces: shown as \\xNN, the line stays one line."""
+    write_run(tmp_path, "transformer", 1, REFERENCES)
+    write_run(tmp_path, "rnn", 1, ["Katze.", "Ein\x00Hund\x1b.", *REFERENCES[2:]])
+    run_compare(tmp_path, [1])
+    lines = (tmp_path / "results" / "comparison.md").read_text().splitlines()
+    assert "- rnn: Ein\\x00Hund\\x1b." in lines
+
+
 def test_an_example_past_the_test_set_is_refused(root):
     cfg = CompareConfig(baseline="rnn", bootstrap_resamples=10, examples=[5])
     with pytest.raises(ConfigError, match=f"compare.examples: sentence 5 is past the 5 sentences of {SPLIT}; "
