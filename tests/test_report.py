@@ -148,7 +148,7 @@ def test_report_names_what_is_missing_and_who_writes_it(outputs):
     assert page.figures == ["frontier", "attention"]
     assert page.missing == [
         f"model gru: no `{metrics}/gru/**/eval.json`; the evaluate stage writes it",
-        "headline table: `results/comparison.json` lacks sizes, training times or BLEU intervals; "
+        "headline table: `results/comparison.json` lacks sizes, training times, BLEU intervals or BLEU lc; "
         "the compare stage writes them",
         f"size of cnn: no `{metrics}/cnn/train.json`; the train stage writes it",
         "comparison table: `results/comparison.json` has no 'splits'; the compare stage writes it",

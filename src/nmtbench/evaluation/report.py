@@ -122,7 +122,7 @@ def _headline_section(page: Page, comparison: dict) -> None:
     needed = ("params", "train_seconds")
     if not models or not splits or any(key not in row for row in models.values() for key in needed) or any(
             not {"bootstrap", "bleu_lc"} <= set(row.get(split, {})) for row in models.values() for split in splits):
-        page.lack("headline table", "`results/comparison.json` lacks sizes, training times or BLEU intervals; "
+        page.lack("headline table", "`results/comparison.json` lacks sizes, training times, BLEU intervals or BLEU lc; "
                                     "the compare stage writes them")
         return
     page.add(compare.headline_table(comparison).html())
