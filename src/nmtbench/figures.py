@@ -137,7 +137,7 @@ def attention_grid(examples: dict[str, dict], columns: int = 3) -> bytes:
     columns source pieces, so a dozen models are compared at a glance rather than a page each."""
     rows = math.ceil(len(examples) / columns)
     longest = max(max(len(example["source_pieces"]), len(example["target_pieces"])) for example in examples.values())
-    side = 0.22 * longest + 1.5  # inches per panel: every piece label readable at 7 points
+    side = 0.12 * longest + 1.2  # inches per panel: a 7-point label per piece, the grid about a page wide at 30
     fig, grid = _pyplot().subplots(rows, columns, figsize=(columns * side, rows * side), squeeze=False)
     for axes, (label, example) in zip(grid.flat, examples.items()):
         source, target = ([visible(piece) for piece in example[key]] for key in ("source_pieces", "target_pieces"))
