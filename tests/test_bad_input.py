@@ -230,7 +230,9 @@ def test_12_a_killed_tokenize_leaves_nothing_behind_after_the_next_run(project, 
     killed = subprocess.run([sys.executable, "-c", KILLED_WRITING], check=False)
     assert killed.returncode == -9
     (leftover,) = Path("data").glob(".tokenized.*")
+    capsys.readouterr()
     assert main(["tokenize"]) == 0
+    assert capsys.readouterr().out.startswith("data/tokenized: a joint subword vocabulary of ")  # its result
     assert not leftover.exists() and [p.name for p in Path("data").iterdir() if p.name.startswith(".")] == []
 
 

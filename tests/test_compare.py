@@ -137,6 +137,20 @@ def test_significance_is_marked_in_the_table(root):
     assert "| rnn (baseline) |" in (root / "results" / "comparison.md").read_text()
 
 
+def test_an_equal_bleu_is_never_starred_whatever_its_p_value(tmp_path):
+    """Two systems at BLEU 0.0: sacreBLEU gives p = 1/101 for a difference of 0.00, which is no difference."""
+    wrong = ["Hund.", "Katze.", "Baum.", "Haus.", "Auto."]
+    for name in ("transformer", "rnn"):
+        write_run(tmp_path, name, 1, wrong)
+    result = run_compare(tmp_path, [1])
+    test = result["models"]["transformer"][SPLIT]["bootstrap"]
+    assert (result["models"]["transformer"][SPLIT]["bleu"]["mean"], test["p_value"]) == (0.0, 0.0099)
+    assert test["significant"] is False
+    row = next(line for line in (tmp_path / "results" / "comparison.md").read_text().splitlines()
+               if line.startswith("| transformer |"))
+    assert row.split(" | ")[6] == "0.00"
+
+
 def test_bleu_by_source_length_bucket(root):
     assert bucket_labels([4, 8]) == ["1-4", "5-8", "9+"]
     assert [bucket_of(n, [4, 8]) for n in (1, 4, 5, 8, 9, 30)] == [0, 0, 1, 1, 2, 2]
@@ -168,6 +182,15 @@ def test_example_translations_side_by_side(root):
     table = (root / "results" / "comparison.md").read_text()
     assert (f"- source: {SOURCES[3]}\n- reference: {REFERENCES[3]}\n- transformer: {REFERENCES[3]}\n"
             "- rnn: Kind lacht.\n") in table
+
+
+def test_control_characters_of_a_translation_are_visible_in_the_examples(tmp_path):
+    """A NUL and an escape decoded from byte-fallback pieces: shown as \\xNN, the line stays one line."""
+    write_run(tmp_path, "transformer", 1, REFERENCES)
+    write_run(tmp_path, "rnn", 1, ["Katze.", "Ein\x00Hund\x1b.", *REFERENCES[2:]])
+    run_compare(tmp_path, [1])
+    lines = (tmp_path / "results" / "comparison.md").read_text().splitlines()
+    assert "- rnn: Ein\\x00Hund\\x1b." in lines
 
 
 def test_an_example_past_the_test_set_is_refused(root):
@@ -318,6 +341,16 @@ def test_val_bleu_across_compute_is_the_best_within_each_fraction_of_the_flop_bu
     markdown = (root / "results" / "comparison.md").read_text()
     assert "| Model | 1/4 (25 FLOPs) | 1/2 (50 FLOPs) | all (1e+02 FLOPs) |" in markdown
     assert "| transformer | - | 7.50 ± 2.12 | 11.50 ± 0.71 |" in markdown
+
+
+def test_every_runs_flops_curve_in_one_long_csv_for_the_top_level_plot(root):
+    run_compare(root, [1])
+    assert (root / "results" / "flops_curves.csv").read_text() == "run,train_flops,val_bleu\n"  # no curves yet
+    write_curves(root)
+    run_compare(root, [1])
+    assert (root / "results" / "flops_curves.csv").read_text().splitlines() == [
+        "run,train_flops,val_bleu", "transformer/seed1,20,5", "transformer/seed1,40,9", "transformer/seed1,60,8",
+        "transformer/seed1,101,12", "rnn/seed1,50,3", "rnn/seed1,101,4"]
 
 
 def test_without_a_flop_budget_the_largest_run_sets_the_scale(root):

@@ -54,8 +54,7 @@ def test_smoke_pipeline_scores_every_model(smoke):
     table = (workspace / "results/comparison.md").read_text()
     assert all(f"| {name} " in table for name in comparison["models"])
     page = (workspace / "results/report.html").read_text()
-    plots = ("length-buckets", "learning-curves", "frontier", "attention-lstm_attention_additive",
-             "attention-transformer", "attention-cnn")
+    plots = ("length-buckets", "learning-curves", "flops-curves", "frontier", "attention", "beam-sweep")
     for plot in plots:
         assert f'<img id="{plot}"' in page
     sweep = json.loads((workspace / "results/beam_sweep.json").read_text())
@@ -69,6 +68,16 @@ def test_smoke_pipeline_scores_every_model(smoke):
     assert [comparison["provenance"][stage][f"{name}/seed{seed}"] for name in params.models
             for stage in ("train", "evaluate")] == runs
     assert "## Produced by" in table and "<h2>Produced by</h2>" in page
+
+
+@pytest.mark.slow
+def test_dvc_plots_draw_val_bleu_against_flops_of_every_run_on_one_plot(smoke):
+    workspace, run = smoke
+    params = load_params(workspace / "params.yaml")
+    vega = json.loads(run("dvc", "plots", "show", "--show-vega", "results/flops_curves.csv").stdout)
+    assert vega["encoding"]["x"]["scale"] == {"type": "log"}
+    assert {row["run"] for row in vega["data"]["values"]} == {f"{name}/seed{seed}" for name in params.models
+                                                              for seed in params.seeds}
 
 
 def key_paths(value, models: set[str], prefix: str = "") -> set[str]:

@@ -18,16 +18,24 @@ def attention(weights):
             "weights": weights}
 
 
-def write_run(folder, params, bleu, speed, weights="absent", curve=True):
+def write_run(folder, params, bleu, speed, weights="absent", curve=True, flops=True):
     folder.mkdir(parents=True)
     (folder / "train.json").write_text(json.dumps({"params": params, "train_seconds": 420.0}))
     (folder / "eval.json").write_text(json.dumps({"test_2016_flickr": {"bleu": bleu, "sentences_per_s": speed}}))
     if weights != "absent":
         (folder / "attention.json").write_text(json.dumps(attention(weights)))
     if curve:
+        rows = [("10,0,30.5,1000", params * 6e3, f"4.1,{bleu / 3}"), ("20,1,61.0,2000", params * 1.2e4, "3.2,"),
+                ("30,2,91.5,3000", params * 1.8e4, f"2.9,{bleu / 2}")]
         (folder / "learning_curve.csv").write_text(
-            "step,epoch,wall_seconds,target_tokens,val_loss,val_bleu\n"
-            f"10,0,30.5,1000,4.1,{bleu / 3}\n20,1,61.0,2000,3.2,\n30,2,91.5,3000,2.9,{bleu / 2}\n")
+            "step,epoch,wall_seconds,target_tokens," + ("train_flops," if flops else "") + "val_loss,val_bleu\n"
+            + "".join(f"{start},{f'{spent:g},' if flops else ''}{end}\n" for start, spent, end in rows))
+
+
+BEAM_SWEEP = {"model": "transformer", "seed": 1, "split": "test_2016_flickr", "sentences": 20,
+              "length_penalty": "gnmt", "bleu_signature": "nrefs:1|case:mixed|tok:13a",
+              "rows": [{"beam": beam, "alpha": 1.0, "bleu": 30.0 + beam, "chrf": 55.0, "seconds": 2.0,
+                        "sentences_per_s": 40.0 / beam, "target_tokens_per_s": 500.0 / beam} for beam in (1, 2)]}
 
 
 @pytest.fixture
@@ -38,7 +46,7 @@ def outputs(tmp_path):
     write_run(metrics / "lstm", 1_034, 30.5, 40.0, weights=None)
     write_run(metrics / "transformer" / "seed1", 9_512, 35.0, 55.0, weights=diagonal)
     write_run(metrics / "transformer" / "seed2", 9_512, 35.2, 54.0, weights=diagonal)
-    write_run(metrics / "cnn", 5_000, 33.0, 90.0, weights=diagonal)
+    write_run(metrics / "cnn", 5_000, 33.0, 90.0, weights=diagonal, flops=False)  # trained before FLOPs were recorded
     results.mkdir()
     def buckets(*bleu):  # the compare stage's per-bucket figures; None: an empty bucket
         return {"length_buckets": {label: {"sentences": 0 if b is None else 5, "bleu": b and {"mean": b, "sd": None}}
@@ -46,16 +54,18 @@ def outputs(tmp_path):
     def one(value):  # a spread over one seed
         return {"mean": value, "sd": None}
     def row(params, bleu, ci, significant, speed, *bucket_bleu):  # the compare stage's row of one model
+        def split(offset):
+            return {"bleu": one(bleu - offset), "bleu_lc": one(bleu + 1 - offset), "chrf": one(60.0),
+                    "ter": one(50.0), "sentences_per_s": one(speed),
+                    "bootstrap": {"mean": bleu - offset, "ci": ci, "significant": significant},
+                    **buckets(*bucket_bleu)}
         return {"params": params, "train_seconds": one(425.0), "train_tokens_per_s": one(1234.5),
                 "best_val_loss": one(2.5), "best_val_bleu": None,
-                "test_2016_flickr": {"bleu": one(bleu), "bleu_lc": one(bleu + 1), "chrf": one(60.0),
-                                     "ter": one(50.0), "sentences_per_s": one(speed),
-                                     "bootstrap": {"mean": bleu, "ci": ci, "significant": significant},
-                                     **buckets(*bucket_bleu)}}
+                "test_2016_flickr": split(0), "test_2017_flickr": split(3)}
     comparison = {
         "baseline": "transformer",
         "seeds": [1],
-        "splits": ["test_2016_flickr"],
+        "splits": ["test_2016_flickr", "test_2017_flickr"],
         "signatures": {"bleu": ["nrefs:1|case:mixed|tok:13a"], "bleu_lc": [], "chrf": [], "ter": [],
                        "paired_bootstrap": ["nrefs:1|bs:1000"]},
         "length_buckets": ["1-10", "11-20", "21+"],
@@ -65,6 +75,7 @@ def outputs(tmp_path):
                                            "outputs": {"lstm": "Ein Hund.", "transformer": "Eine Katze."}}]},
     }
     (results / "comparison.json").write_text(json.dumps(comparison))
+    (results / "beam_sweep.json").write_text(json.dumps(BEAM_SWEEP))
     return metrics, results
 
 
@@ -75,11 +86,14 @@ def embedded_pngs(page_html):
 def test_report_embeds_every_plot(outputs):
     metrics, results = outputs
     page = report(["lstm", "transformer", "cnn"], metrics, results)
-    assert page.figures == ["frontier", "length-buckets", "learning-curves", "attention-transformer", "attention-cnn"]
-    assert page.missing == ["claims: `results/claims.md` is not written yet; `dvc repro analyze` writes it"]
+    assert page.figures == ["frontier", "length-buckets", "beam-sweep", "learning-curves", "flops-curves", "attention"]
+    assert page.missing == [
+        "claims: `results/claims.md` is not written yet; `dvc repro analyze` writes it",
+        "validation BLEU against training FLOPs of cnn: their `learning_curve.csv` has no `train_flops` column "
+        "(trained before it was recorded); `dvc repro train` again writes it"]
     text = (results / "report.html").read_text()
     assert all(png.startswith(b"\x89PNG\r\n\x1a\n") for png in embedded_pngs(text))
-    assert len(embedded_pngs(text)) == 5
+    assert len(embedded_pngs(text)) == 6
     assert not re.search(r'(src|href)="(?!data:|claims\.md)', text)  # self-contained: no external assets
     assert ('<tr><td>lstm</td><td class="number">1,034</td><td class="number">0:07:05</td>'  # the comparison table
             '<td class="number">1,234</td><td class="number">2.500</td><td class="number">-</td>'
@@ -91,7 +105,11 @@ def test_report_embeds_every_plot(outputs):
     assert "<th>test_2016_flickr</th><th>source</th><th>reference</th><th>lstm</th><th>transformer</th>" in text
     assert "<td>3</td><td>A &lt;cat&gt;.</td><td>Eine Katze.</td><td>Ein Hund.</td><td>Eine Katze.</td>" in text
     assert "Models without attention (nothing to draw): lstm." in text
-    assert "transformer/seed1: source attention" in text  # one heatmap per model: its first seed
+    assert "one panel per model (its first run; greedy decoding of sentence 0 of test_2016_flickr)" in text
+    assert "<h3>test_2017_flickr</h3>" in text  # every test set
+    assert ('<tr><td class="number">2</td><td class="number">1</td><td class="number">32.00</td>'
+            '<td class="number">55.00</td><td class="number">20.0</td><td class="number">250</td></tr>' in text)
+    assert "transformer (seed 1) on the first 20 sentences of test_2016_flickr, gnmt length penalty" in text
 
 
 def test_report_shows_the_answer_first(outputs):
@@ -100,14 +118,17 @@ def test_report_shows_the_answer_first(outputs):
     report(["lstm", "transformer", "cnn"], metrics, results)
     text = (results / "report.html").read_text()
     headline = text.index("<th>Model</th><th>Parameters</th><th>Training time</th><th>test_2016_flickr BLEU</th>"
-                          "<th>95% CI</th><th>Decoding sentences/s</th>")
+                          "<th>95% CI</th><th>BLEU lc</th><th>test_2017_flickr BLEU</th><th>95% CI</th>"
+                          "<th>BLEU lc</th><th>Decoding sentences/s</th>")
     assert ('<tr><td>lstm</td><td class="number">1,034</td><td class="number">0:07:05</td>'
-            '<td class="number">30.50*</td><td class="number">[29.25, 31.75]</td><td class="number">40.0</td></tr>'
-            in text)
+            '<td class="number">30.50*</td><td class="number">[29.25, 31.75]</td><td class="number">31.50</td>'
+            '<td class="number">27.50*</td><td class="number">[26.25, 28.75]</td><td class="number">28.50</td>'
+            '<td class="number">40.0</td></tr>' in text)
     assert '<tr><td>transformer (baseline)</td><td class="number">9,512</td>' in text
     positions = [headline, text.index('id="frontier"'), text.index("<h2>Comparison</h2>"),
-                 text.index('id="length-buckets"'), text.index('id="learning-curves"'),
-                 text.index('id="attention-transformer"'), text.index("<th>test_2016_flickr</th><th>source</th>")]
+                 text.index('id="length-buckets"'), text.index('id="beam-sweep"'), text.index('id="learning-curves"'),
+                 text.index('id="flops-curves"'), text.index('id="attention"'),
+                 text.index("<th>test_2016_flickr</th><th>source</th>")]
     assert positions == sorted(positions)
     assert "BLEU on test_2016_flickr against parameter count, training time and decoding speed" in text
 
@@ -122,15 +143,17 @@ def test_report_names_what_is_missing_and_who_writes_it(outputs):
         "step,epoch,wall_seconds,target_tokens,val_loss,val_bleu\n10,0,30.5,1000,4.1,\n")
     (metrics / "cnn" / "train.json").unlink()
     (metrics / "transformer" / "seed1" / "attention.json").unlink()
+    (results / "beam_sweep.json").unlink()
     page = report(["lstm", "transformer", "cnn", "gru"], metrics, results)
-    assert page.figures == ["frontier", "attention-cnn"]
+    assert page.figures == ["frontier", "attention"]
     assert page.missing == [
         f"model gru: no `{metrics}/gru/**/eval.json`; the evaluate stage writes it",
-        "headline table: `results/comparison.json` lacks sizes, training times or BLEU intervals; "
+        "headline table: `results/comparison.json` lacks sizes, training times, BLEU intervals or BLEU lc; "
         "the compare stage writes them",
         f"size of cnn: no `{metrics}/cnn/train.json`; the train stage writes it",
         "comparison table: `results/comparison.json` has no 'splits'; the compare stage writes it",
         "BLEU by source-length bucket: `results/comparison.json` has no `length_buckets`; the compare stage writes it",
+        f"beam sweep: no `{results}/beam_sweep.json`; `dvc repro beam_sweep` writes it",
         "learning curves of lstm, transformer/seed1, transformer/seed2, cnn: no `learning_curve.csv` with columns "
         "wall_seconds, target_tokens, val_bleu and a validation BLEU beside their train.json; the train stage "
         "writes it when `train.val_bleu_sentences` is above 0",
@@ -198,7 +221,7 @@ def test_report_gives_the_verdict_first_and_the_tuning(outputs):
     text = (results / "report.html").read_text()
     verdict = text.index("<h2>Verdict</h2>\n<ul><li>best attention RNN vs best Transformer: lstm is worse than "
                          "transformer: -4.60 BLEU, 95% CI [-6.10, -3.20].</li><li>Differences are means over 1 seed "
-                         "and the test sets test_2016_flickr;")
+                         "and the test sets test_2016_flickr, test_2017_flickr;")
     assert text.index('id="frontier"') < verdict < text.index("<h2>Comparison</h2>")
     assert ('<tr><td>lstm</td><td>rnn</td><td class="number">8</td><td class="number">20.5</td>'
             '<td class="number">22.25</td><td>lr 0.0021, dropout 0.3</td></tr>' in text)

@@ -40,3 +40,10 @@ def test_text_pads_every_column_so_it_lines_up_and_stays_markdown():
                             "| rnn         | 30.50* | a\\|b         |\n"
                             "| <lstm> & co |  1,234 | **bold** `x` |")
     assert Table(["a"], [["1"]], "r").text() == "|   a |\n|----:|\n|   1 |"  # three dashes at least
+
+
+def test_control_characters_are_shown_as_escapes_in_both_renderings():
+    """A NUL, an escape and a C1 byte decoded from byte-fallback pieces: visible, and harmless to the row."""
+    table = Table(["Model", "output"], [["rnn", "Ein\x00Hund\x1b[2J\x85|"]], "ll")
+    assert table.markdown().splitlines()[2] == "| rnn | Ein\\x00Hund\\x1b[2J\\x85\\| |"
+    assert table.html().endswith("<tr><td>rnn</td><td>Ein\\x00Hund\\x1b[2J\\x85|</td></tr></table>")

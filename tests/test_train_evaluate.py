@@ -135,8 +135,10 @@ def test_bf16_mixed_precision_trains_on_cpu_and_val_bleu_can_be_off(project):
     assert metrics["best_val_bleu"] is None and all(row["val_bleu"] is None for row in rows)
 
 
-def test_evaluate_and_beam_sweep_score_every_sentence(trained):
+def test_evaluate_and_beam_sweep_score_every_sentence(trained, capfd):
     metrics = evaluate(trained, "tiny")
+    bars = capfd.readouterr().err  # a progress bar per test set, on standard error
+    assert "decoding test_2016_flickr: 100%" in bars and "decoding test_2017_flickr: 100%" in bars
     test_sets = load_tokenized("data/tokenized")
     for split in ("test_2016_flickr", "test_2017_flickr"):
         text = open(f"results/tiny/seed42/{split}.txt", "rb").read()
@@ -151,7 +153,9 @@ def test_evaluate_and_beam_sweep_score_every_sentence(trained):
     assert comparison["models"]["tiny"]["test_2017_flickr"]["bleu"]["mean"] == metrics["test_2017_flickr"]["bleu"]
     assert comparison["examples"]["test_2017_flickr"][0]["outputs"]["tiny"] == open(
         "results/tiny/seed42/test_2017_flickr.txt").read().rstrip("\n")
+    capfd.readouterr()
     sweep = beam_sweep(trained)
+    assert "beam sweep of tiny: 100%" in capfd.readouterr().err
     assert [(r["beam"], r["alpha"]) for r in sweep["rows"]] == [(1, 1.0), (2, 1.0)]
     assert json.loads(open("results/beam_sweep.json").read())["provenance"] == sweep["provenance"]
     assert sweep["provenance"]["wall_seconds"] >= sum(row["seconds"] for row in sweep["rows"])

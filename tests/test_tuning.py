@@ -114,10 +114,11 @@ def test_the_winner_has_the_best_bleu_then_the_lowest_val_loss_among_the_counted
     assert winner(study, 4, space)["trial"] == 3  # higher BLEU wins whatever its loss
 
 
-def test_a_rerun_of_a_finished_study_trains_nothing(tuned_project):
+def test_a_rerun_of_a_finished_study_trains_nothing(tuned_project, capfd):
     before = trials(tuned_project, "tiny")
     tune(load_params(), "tiny")
     assert trials(tuned_project, "tiny") == before
+    assert "trials of tiny: 100%|██████████| 2/2" in capfd.readouterr().err  # its bar: every trial done already
 
 
 def test_trials_0_leaves_training_as_it_is(project):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from nmtbench.config import ConfigError, DecodeConfig, load_params, resolve_device
 from nmtbench.provenance import version_line
+from nmtbench.quiet import quiet_third_parties
 from nmtbench.runs import RESULTS
 
 
@@ -21,13 +22,16 @@ def _prepare(args):
     from nmtbench.data.prepare import prepare
     from nmtbench.data.sources import mirror_from_env
 
-    prepare(load_params(args.params).data, mirror_from_env())
+    summary = prepare(load_params(args.params).data, mirror_from_env())
+    print("data/prepared: " + ", ".join(f"{split} {found['pairs']:,} pairs of {found['lines']:,} lines"
+                                        for split, found in summary["splits"].items()) + "; details: data/stats.json")
 
 
 def _tokenize(args):
     from nmtbench.data.tokenizer import tokenize
 
-    tokenize(load_params(args.params).tokenize)
+    tokenizer = tokenize(load_params(args.params).tokenize)
+    print(f"data/tokenized: a joint subword vocabulary of {tokenizer.vocab_size:,} pieces; every split encoded")
 
 
 def _train(args):
@@ -100,10 +104,8 @@ def _experiments(args):
 
 
 def _translate(args):
-
-    from tqdm import tqdm
-
     from nmtbench.decoding.translator import Translator
+    from nmtbench.progress import progress_bar
 
     for option, value, smallest in (("--beam", args.beam, 1), ("--nbest", args.nbest, 1),
                                     ("--batch-tokens", args.batch_tokens, 1), ("--alpha", args.alpha, 0)):
@@ -120,7 +122,7 @@ def _translate(args):
     resolve_device(cfg.device, "--device" if args.device else "evaluate.device")  # before loading anything
     translator = Translator.from_model_dir(Path(args.model_dir), cfg)
     sentences = read_input(args.input)
-    with tqdm(total=len(sentences), unit="sent", file=sys.stderr, disable=args.input == "-") as progress:
+    with progress_bar(len(sentences), "translating", "sent", disable=args.input == "-") as progress:
         found = translator.translate(sentences, args.nbest, progress)
     for i, hyps in enumerate(found):
         for text, score in hyps:
@@ -231,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    quiet_third_parties()
     try:
         args.run(args)
     except (ValueError, OSError) as error:

@@ -7,6 +7,11 @@ hand-made figures in a test.
 from __future__ import annotations
 
 import io
+import math
+
+from matplotlib.ticker import EngFormatter, LogLocator, NullFormatter
+
+from nmtbench.evaluation.tables import visible
 
 # matplotlib's default cycle repeats its colours after ten lines, so the eleventh run would look like
 # the first: a run's style is a colour of the cycle with a line style and marker per round of it.
@@ -45,6 +50,18 @@ def _legend_beside(axes) -> None:
     axes.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
 
 
+def _log_x(axes) -> None:
+    """A log x axis whose labels cannot overlap: short engineering labels (20k, 5M) on 1-2-5 ticks, or on every
+    integer multiple when the data spans less than a decade, and none on the minor ticks (matplotlib labels
+    those in full, 6x10^3 7x10^3, once a decade holds no major tick)."""
+    axes.set_xscale("log")
+    low, high = axes.get_xlim()
+    subs = range(1, 10) if high / low < 10 else (1, 2, 5) if high / low < 1000 else (1,)
+    axes.xaxis.set_major_locator(LogLocator(subs=tuple(map(float, subs))))
+    axes.xaxis.set_major_formatter(EngFormatter(sep=""))
+    axes.xaxis.set_minor_formatter(NullFormatter())
+
+
 def frontier(points: list[dict], split: str) -> bytes:
     """Quality against cost: BLEU against parameter count, training time and decoding speed, one point per run.
 
@@ -61,7 +78,8 @@ def frontier(points: list[dict], split: str) -> bytes:
             style = styles[point["label"]]
             x = point[key] / 60 if key == "train_seconds" else point[key]
             axes.scatter(x, point["bleu"], color=style["color"], marker=style["marker"], label=point["label"])
-        axes.set_xscale(scale)
+        if scale == "log":
+            _log_x(axes)
     _legend_beside(speed)
     size.set(xlabel="parameters", ylabel=f"BLEU ({split})", title="BLEU against model size")
     time.set(xlabel="training time (minutes)", ylabel=f"BLEU ({split})", title="BLEU against training time")
@@ -86,6 +104,22 @@ def learning_curves(curves: dict[str, list[dict]]) -> bytes:
     return _png(fig)
 
 
+def flops_curves(curves: dict[str, list[dict]]) -> bytes:
+    """Validation BLEU against training FLOPs, every run on one plot: the ranking at every budget up to the run's.
+
+    curves: {label: [{"train_flops", "val_bleu"}, ...]}
+    """
+    fig, axes = _pyplot().subplots(figsize=(8, 4))
+    styles = run_styles(list(curves))
+    for label, rows in curves.items():
+        axes.plot([row["train_flops"] for row in rows], [row["val_bleu"] for row in rows], label=label, markersize=4,
+                  **styles[label])
+    _log_x(axes)  # the runs of one budget differ in FLOPs per step by orders of magnitude
+    axes.set(xlabel="training FLOPs", ylabel="validation BLEU", title="BLEU against training compute")
+    _legend_beside(axes)
+    return _png(fig)
+
+
 def length_buckets(buckets: list[str], bleu: dict[str, list[float]], split: str) -> bytes:
     """BLEU per source-length bucket, one line per model: where attention-free encoders fall off."""
     fig, axes = _pyplot().subplots(figsize=(7, 4))
@@ -98,16 +132,22 @@ def length_buckets(buckets: list[str], bleu: dict[str, list[float]], split: str)
     return _png(fig)
 
 
-def attention_heatmap(example: dict, label: str) -> bytes:
-    """Source attention of every output step of one sentence: rows are output pieces, columns source pieces."""
-    source, target = example["source_pieces"], example["target_pieces"]
-    fig, axes = _pyplot().subplots(figsize=(0.35 * len(source) + 2, 0.3 * len(target) + 1.5))
-    # darkest at the map's own largest weight, so near-uniform attention of a weak model stays visible
-    image = axes.imshow(example["weights"], cmap="Greys", vmin=0, aspect="auto")
-    fig.colorbar(image, ax=axes, fraction=0.05)
-    axes.set_xticks(range(len(source)), source, rotation=90, fontsize=8)
-    axes.set_yticks(range(len(target)), target, fontsize=8)
-    axes.set_title(label, fontsize=9)
+def attention_grid(examples: dict[str, dict], columns: int = 3) -> bytes:
+    """Small multiples: each run's source attention of one sentence in a panel of one grid, rows output pieces and
+    columns source pieces, so a dozen models are compared at a glance rather than a page each."""
+    rows = math.ceil(len(examples) / columns)
+    longest = max(max(len(example["source_pieces"]), len(example["target_pieces"])) for example in examples.values())
+    side = 0.12 * longest + 1.2  # inches per panel: a 7-point label per piece, the grid about a page wide at 30
+    fig, grid = _pyplot().subplots(rows, columns, figsize=(columns * side, rows * side), squeeze=False)
+    for axes, (label, example) in zip(grid.flat, examples.items()):
+        source, target = ([visible(piece) for piece in example[key]] for key in ("source_pieces", "target_pieces"))
+        # darkest at the map's own largest weight, so near-uniform attention of a weak model stays visible
+        axes.imshow(example["weights"], cmap="Greys", vmin=0, aspect="auto")
+        axes.set_xticks(range(len(source)), source, rotation=90, fontsize=7)
+        axes.set_yticks(range(len(target)), target, fontsize=7)
+        axes.set_title(label, fontsize=9)
+    for axes in grid.flat[len(examples):]:
+        axes.axis("off")
     return _png(fig)
 
 

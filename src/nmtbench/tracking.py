@@ -93,9 +93,15 @@ def make_wandb_logger(cfg: WandbConfig, name: str, save_dir: Path, config: dict,
     save_dir.mkdir(parents=True, exist_ok=True)
     # mode goes straight to wandb.init; WandbLogger's own offline=True would set WANDB_MODE for the
     # whole process, leaking into every later run.
-    return WandbLogger(name=name, id=run_id(name, job_type), save_dir=str(save_dir), project=cfg.project,
-                       group=experiment_group(cfg), mode=mode, tags=list(tags),
-                       config={**config, "provenance": describe()}, job_type=job_type)
+    import wandb
+
+    logger = WandbLogger(name=name, id=run_id(name, job_type), save_dir=str(save_dir), project=cfg.project,
+                         group=experiment_group(cfg), mode=mode, tags=list(tags),
+                         config={**config, "provenance": describe()}, job_type=job_type,
+                         settings=wandb.Settings(quiet=True))  # no banner or run history: the stage prints its result
+    # Lightning passes anonymous=None to wandb.init, which W&B then warns has no effect, once per run
+    logger._wandb_init.pop("anonymous", None)
+    return logger
 
 
 def finish_run(logger, summary: dict, provenance: dict) -> None:

@@ -12,6 +12,7 @@ from nmtbench.evaluation.scoring import score
 from nmtbench.evaluation.tables import Table
 from nmtbench.files import write_bytes, write_json, write_text
 from nmtbench.loading import load_model
+from nmtbench.progress import progress_bar
 from nmtbench.provenance import stamp
 from nmtbench.runs import RESULTS, RunPaths
 
@@ -26,14 +27,16 @@ def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out
                        resolve_device(params.evaluate.device, "evaluate.device"))
     split_name = cfg.split or params.data.eval_splits[0]
     split = load_tokenized(tokenized_dir)[split_name]
-    n = cfg.max_sentences or len(split)
+    n = min(cfg.max_sentences or len(split), len(split))  # a split shorter than max_sentences: all of it
     sources, references = split["src_ids"][:n], split["tgt"][:n]
     rows = []
-    for alpha in cfg.alphas:
-        for beam in cfg.beams:
+    settings = [(alpha, beam) for alpha in cfg.alphas for beam in cfg.beams]
+    with progress_bar(len(settings) * n, f"beam sweep of {cfg.model}", "sent") as progress:
+        for alpha, beam in settings:
             decode = params.evaluate.model_copy(update={"beam": beam, "alpha": alpha})
+            progress.set_postfix_str(f"beam {beam}, alpha {alpha:g}")
             started = time.perf_counter()
-            found = Translator(model, tokenizer, decode).translate_ids(sources)
+            found = Translator(model, tokenizer, decode).translate_ids(sources, progress=progress)
             seconds = time.perf_counter() - started
             hypotheses = [tokenizer.decode(hyps[0].tokens) for hyps in found]
             scores = score(hypotheses, references)
@@ -49,10 +52,15 @@ def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out
     return result
 
 
-def table(result: dict) -> str:
+def sweep_table(result: dict) -> Table:
+    """One row per beam size and alpha: quality and speed (results/beam_sweep.md and the report page)."""
     rows = [[str(r["beam"]), f"{r['alpha']:g}", f"{r['bleu']:.2f}", f"{r['chrf']:.2f}", f"{r['sentences_per_s']:,.1f}",
              f"{r['target_tokens_per_s']:,.0f}"] for r in result["rows"]]
-    sweep = Table(["beam", "alpha", "BLEU", "chrF", "sentences/s", "target tokens/s"], rows, "rrrrrr")
+    return Table(["beam", "alpha", "BLEU", "chrF", "sentences/s", "target tokens/s"], rows, "rrrrrr")
+
+
+def table(result: dict) -> str:
+    sweep = sweep_table(result)
     return "\n".join([f"# Beam sweep: {result['model']} (seed {result['seed']}) on {result['split']} "
                       f"({result['sentences']} sentences, {result['length_penalty']} length penalty)", "",
                       sweep.markdown(), "", f"BLEU: `{result['bleu_signature']}`", ""])

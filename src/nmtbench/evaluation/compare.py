@@ -25,7 +25,7 @@ from nmtbench.config import BudgetConfig, CompareConfig, ConfigError
 from nmtbench.evaluation.headline import BLEU_METRICS, bleu_metrics
 from nmtbench.evaluation.scoring import PUBLISHED, SCORES, bleu, score
 from nmtbench.evaluation.significance import bleu_difference, paired_bootstrap
-from nmtbench.evaluation.tables import Table
+from nmtbench.evaluation.tables import Table, visible
 from nmtbench.files import write_json, write_text
 from nmtbench.provenance import code_text, stamp
 from nmtbench.runs import RESULTS, RunPaths, tuned_file
@@ -100,7 +100,8 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
             scored += per_run
             models[name][split] = {
                 **{key: _spread([scores[key] for scores in per_run], labels) for key in keys},
-                "bootstrap": _significance({seed: tests[seed][name] for seed in seeds}),
+                "bootstrap": _significance({seed: tests[seed][name] for seed in seeds},
+                                           {seed: tests[seed][baseline]["bleu"] for seed in seeds}),
                 "length_buckets": {label: _bucket_bleu(hypotheses, references,
                                                        [i for i, b in enumerate(lengths) if b == bucket], labels)
                                    for bucket, label in enumerate(buckets)},
@@ -115,6 +116,7 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
         references = {split: list(test_sets[split]["tgt"]) for split in splits}
         comparison["verdict"] = verdict(models, blocks, seeds, baseline, translations, references, cfg)
     comparison["provenance"] = {"compare": stamp(started), **stamps}
+    write_flops_curves(runs, Path(root) / RESULTS / "flops_curves.csv")
     write_json(Path(root) / RESULTS / "comparison.json", comparison)
     write_text(Path(root) / RESULTS / "comparison.md", markdown(comparison))
     write_json(Path(root) / BLEU_METRICS, bleu_metrics(comparison))
@@ -190,6 +192,15 @@ def across_compute(runs: dict[tuple[str, int], RunPaths], seeds: list[int], budg
     return {"flops": total, "budget": "train.budget" if flops_budget else "the largest run", "models": models}
 
 
+def write_flops_curves(runs: dict[tuple[str, int], RunPaths], path: Path) -> None:
+    """Every run's (training FLOPs, val BLEU) in one long CSV, a row per validation and the run in a column: the
+    one file DVC's top-level plot (dvc.yaml) draws as a line per run, whatever the models and seeds."""
+    lines = ["run,train_flops,val_bleu", *(f"{name}/seed{seed},{flops:g},{bleu:g}"
+                                           for (name, seed), paths in runs.items()
+                                           for flops, bleu in _flops_curve(paths.learning_curve))]
+    write_text(path, "\n".join(lines) + "\n")
+
+
 def _flops_curve(path: Path) -> list[tuple[float, float]]:
     """(training FLOPs, val BLEU) at each validation of a learning_curve.csv that has both; [] otherwise."""
     if not path.is_file():
@@ -263,13 +274,19 @@ def _spread(values: list[float | None], seeds: list[int]) -> dict | None:
             "per_seed": {str(seed): value for seed, value in zip(seeds, values)}}
 
 
-def _significance(per_seed: dict[int, dict]) -> dict:
-    """One verdict over seeds: the bootstrap interval averaged, the largest p-value (None for the baseline)."""
+def _significance(per_seed: dict[int, dict], baseline_bleu: dict[int, float]) -> dict:
+    """One verdict over seeds: the bootstrap interval averaged, the largest p-value (None for the baseline).
+
+    A seed whose BLEU equals the baseline's is never a significant difference, whatever its p-value: sacreBLEU
+    counts only resampled differences strictly above the observed one, so two systems at BLEU 0.0 on every
+    resample get p = 1 / (resamples + 1).
+    """
     p_values = [result["p_value"] for result in per_seed.values()]
     worst = None if None in p_values else max(p_values)
+    differs = all(result["bleu"] != baseline_bleu[seed] for seed, result in per_seed.items())
     return {"mean": round(statistics.mean(r["mean"] for r in per_seed.values()), 2),
             "ci": round(statistics.mean(r["ci"] for r in per_seed.values()), 2),
-            "p_value": worst, "significant": None if worst is None else worst < SIGNIFICANCE_LEVEL,
+            "p_value": worst, "significant": None if worst is None else differs and worst < SIGNIFICANCE_LEVEL,
             "per_seed": {str(seed): result for seed, result in per_seed.items()}}
 
 
@@ -346,9 +363,9 @@ def markdown(comparison: dict) -> str:
     for split, examples in comparison["examples"].items():
         lines += ["", f"## Example translations: {split}" + (f" (seed {seeds[0]})" if len(seeds) > 1 else "")]
         for example in examples:
-            lines += ["", f"Sentence {example['index']}:", "", f"- source: {example['source']}",
-                      f"- reference: {example['reference']}"]
-            lines += [f"- {name}: {text}" for name, text in example["outputs"].items()]
+            lines += ["", f"Sentence {example['index']}:", "", f"- source: {visible(example['source'])}",
+                      f"- reference: {visible(example['reference'])}"]
+            lines += [f"- {name}: {visible(text)}" for name, text in example["outputs"].items()]
 
     lines += ["", "## sacreBLEU signatures", "", *(f"- {signature}" for signature in signatures(comparison))]
     if comparison.get("tuning"):
@@ -366,13 +383,17 @@ def markdown(comparison: dict) -> str:
 # The tables and notes below are shared by comparison.md and the report page (nmtbench.evaluation.report).
 
 def headline_table(comparison: dict) -> Table:
-    """Per model: size, training time, BLEU with its 95% interval and decoding speed on the first test set."""
-    split = comparison["splits"][0]
+    """Per model: size, training time, BLEU cased (with its 95% interval) and lowercased on every test set, and
+    decoding speed on the first."""
+    splits = comparison["splits"]
     rows = [[_model(name, comparison), _number(row["params"]), _mean_duration(row["train_seconds"]),
-             *_bleu_cells(row[split]), _cell(row[split]["sentences_per_s"], 1)]
+             *(cell for split in splits for cell in (*_bleu_cells(row[split]), _cell(row[split]["bleu_lc"]))),
+             _cell(row[splits[0]]["sentences_per_s"], 1)]
             for name, row in comparison["models"].items()]
-    return Table(["Model", "Parameters", "Training time", f"{split} BLEU", "95% CI", "Decoding sentences/s"], rows,
-                 "lrrrrr")
+    header = ["Model", "Parameters", "Training time", *(column for split in splits
+                                                        for column in (f"{split} BLEU", "95% CI", "BLEU lc")),
+              "Decoding sentences/s"]
+    return Table(header, rows, "l" + "r" * (len(header) - 1))
 
 
 def main_table(comparison: dict) -> Table:

@@ -19,6 +19,7 @@ from nmtbench.evaluation.scoring import score
 from nmtbench.files import atomic_dir, write_json, write_text
 from nmtbench.loading import load_model
 from nmtbench.models.interface import Seq2Seq
+from nmtbench.progress import progress_bar
 from nmtbench.provenance import stamp
 from nmtbench.runs import RunPaths
 from nmtbench.tracking import finish_run, log_tables, make_wandb_logger, run_tags
@@ -49,7 +50,8 @@ def evaluate(params: Params, name: str, seed: int | None = None, tokenized_dir: 
     metrics, translations, texts = {}, {}, {}
     for split in params.data.eval_splits:
         started = time.perf_counter()
-        found = translator.translate_ids(dataset[split]["src_ids"])
+        with progress_bar(len(dataset[split]), f"decoding {split}", "sent") as progress:
+            found = translator.translate_ids(dataset[split]["src_ids"], progress=progress)
         seconds = time.perf_counter() - started
         hypotheses = [one_line(tokenizer.decode(hyps[0].tokens)) for hyps in found]
         texts[split] = "".join(h + "\n" for h in hypotheses)

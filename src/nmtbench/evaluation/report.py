@@ -3,7 +3,8 @@
 It reads what the other stages wrote: the comparison (results/comparison.json; its tables are drawn by the
 same code as results/comparison.md, so the page and the Markdown agree) and,
 per run, metrics/<run>/ (train.json, eval.json, attention.json, learning_curve.csv), where a run is
-any folder under metrics/<model>/ holding an eval.json (metrics/<model>/ itself, or one per seed).
+any folder under metrics/<model>/ holding an eval.json (metrics/<model>/ itself, or one per seed), and the
+beam sweep (results/beam_sweep.json).
 Whatever is not there yet is named on the page, with the stage that writes it, instead of failing.
 """
 from __future__ import annotations
@@ -18,11 +19,13 @@ from pathlib import Path
 
 from nmtbench import figures
 from nmtbench.evaluation import compare
+from nmtbench.evaluation.beam_sweep import sweep_table
 from nmtbench.evaluation.tables import Table
 from nmtbench.files import write_text
 from nmtbench.runs import METRICS, RESULTS
 
 CURVE_COLUMNS = ("wall_seconds", "target_tokens", "val_bleu")
+FLOPS_COLUMN = "train_flops"  # in the learning curves of runs trained since it was recorded
 STYLE = """
 body { font-family: sans-serif; max-width: 1200px; margin: 2em auto; padding: 0 1em; color: #222; }
 table { border-collapse: collapse; font-size: 0.85em; margin: 1em 0; display: block; overflow-x: auto; }
@@ -86,6 +89,7 @@ def report(model_names: list[str], metrics_dir: Path = METRICS, results_dir: Pat
     _comparison_section(page, comparison)
     _tuning_section(page, comparison)
     _length_section(page, comparison)
+    _beam_sweep_section(page, results_dir)
     _curves_section(page, runs)
     _attention_section(page, runs)
     _examples_section(page, comparison)
@@ -112,17 +116,19 @@ def _runs(model_names: list[str], metrics_dir: Path, page: Page) -> dict[str, Pa
 
 
 def _headline_section(page: Page, comparison: dict) -> None:
-    """Per model: size, training time, BLEU with its 95% interval and decoding speed on the first test set."""
+    """Per model: size, training time, BLEU cased and lowercased with its 95% interval on every test set, and
+    decoding speed."""
     page.heading("Quality against cost")
     models, splits = comparison.get("models"), comparison.get("splits")
     needed = ("params", "train_seconds")
-    if not models or not splits or any(key not in row or "bootstrap" not in row.get(splits[0], {})
-                                       for row in models.values() for key in needed):
-        page.lack("headline table", "`results/comparison.json` lacks sizes, training times or BLEU intervals; "
+    if not models or not splits or any(key not in row for row in models.values() for key in needed) or any(
+            not {"bootstrap", "bleu_lc"} <= set(row.get(split, {})) for row in models.values() for split in splits):
+        page.lack("headline table", "`results/comparison.json` lacks sizes, training times, BLEU intervals or BLEU lc; "
                                     "the compare stage writes them")
         return
     page.add(compare.headline_table(comparison).html())
-    page.add("<p>BLEU: cased sacreBLEU, beam search; *: differs from the baseline with "
+    page.add("<p>BLEU: cased sacreBLEU, beam search; BLEU lc: lowercased, the convention of most published "
+             "Multi30k figures (docs/evaluation.md); *: differs from the baseline with "
              f"p &lt; {compare.SIGNIFICANCE_LEVEL} (paired bootstrap); "
              "decoding speed: the evaluate stage's, on the machine that ran it. Details below.</p>")
 
@@ -170,32 +176,40 @@ def _length_section(page: Page, comparison: dict) -> None:
 
 
 def _curves_section(page: Page, runs: dict[str, Path]) -> None:
-    page.heading("Learning curves: validation BLEU against time and against tokens seen")
-    curves, lacking = {}, []
-    for label, folder in runs.items():
-        rows = _curve(folder / "learning_curve.csv")
-        if rows:
-            curves[label] = rows
-        else:
-            lacking.append(label)
+    page.heading("Learning curves: validation BLEU against time, tokens seen and training FLOPs")
+    curves = {label: _curve(folder / "learning_curve.csv") for label, folder in runs.items()}
+    lacking = [label for label, rows in curves.items() if not rows]
     if lacking:
         page.lack("learning curves of " + ", ".join(lacking),
                   f"no `learning_curve.csv` with columns {', '.join(CURVE_COLUMNS)} and a validation BLEU beside "
                   "their train.json; the train stage writes it when `train.val_bleu_sentences` is above 0")
+    curves = {label: rows for label, rows in curves.items() if rows}
     if curves:
         page.figure("learning-curves", figures.learning_curves(curves),
                     "Validation BLEU against wall-clock training time and against target tokens seen")
+    without = [label for label, rows in curves.items() if FLOPS_COLUMN not in rows[0]]
+    if without:
+        page.lack("validation BLEU against training FLOPs of " + ", ".join(without),
+                  f"their `learning_curve.csv` has no `{FLOPS_COLUMN}` column (trained before it was recorded); "
+                  "`dvc repro train` again writes it")
+    with_flops = {label: rows for label, rows in curves.items() if label not in without}
+    if with_flops:
+        page.figure("flops-curves", figures.flops_curves(with_flops),
+                    "Validation BLEU against training FLOPs (log scale), every run on one plot: the ranking at "
+                    "every smaller budget, read off the same runs")
 
 
 def _curve(path: Path) -> list[dict]:
-    """The validations of a learning_curve.csv that have a BLEU; [] for a missing or older file."""
+    """The validations of a learning_curve.csv that have a BLEU, with its FLOPs where recorded; [] for a missing
+    or older file."""
     if not path.is_file():
         return []
     with path.open(newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
         if not set(CURVE_COLUMNS) <= set(reader.fieldnames or ()):
             return []
-        return [{key: float(row[key]) for key in CURVE_COLUMNS} for row in reader if row["val_bleu"]]
+        keys = [*CURVE_COLUMNS, *([FLOPS_COLUMN] if FLOPS_COLUMN in reader.fieldnames else [])]
+        return [{key: float(row[key]) for key in keys} for row in reader if row["val_bleu"]]
 
 
 def _frontier_section(page: Page, runs: dict[str, Path]) -> None:
@@ -233,12 +247,27 @@ def _attention_section(page: Page, runs: dict[str, Path]) -> None:
             without.append(model)
         else:
             examples[model] = (label, example)
-    for model, (label, example) in examples.items():
-        page.figure(f"attention-{model}", figures.attention_heatmap(example, label),
-                    f"{label}: source attention of each output piece (greedy decoding of sentence "
-                    f"{example['sentence']} of {example['split']})")
+    if examples:
+        first = next(iter(examples.values()))[1]
+        page.figure("attention", figures.attention_grid(dict(examples.values())),
+                    f"Source attention of each output piece, one panel per model (its first run; greedy decoding "
+                    f"of sentence {first['sentence']} of {first['split']})")
     if without:
         page.add(f"<p>Models without attention (nothing to draw): {html.escape(', '.join(without))}.</p>")
+
+
+def _beam_sweep_section(page: Page, results_dir: Path) -> None:
+    page.heading("Beam sweep")
+    path = results_dir / "beam_sweep.json"
+    if not path.is_file():
+        page.lack("beam sweep", f"no `{path}`; `dvc repro beam_sweep` writes it")
+        return
+    result = json.loads(path.read_text(encoding="utf-8"))
+    page.add(f"<p>{html.escape(result['model'])} (seed {result['seed']}) on the first {result['sentences']} "
+             f"sentences of {html.escape(result['split'])}, {html.escape(result['length_penalty'])} length penalty; "
+             f"BLEU: <code>{html.escape(result['bleu_signature'])}</code>.</p>" + sweep_table(result).html())
+    page.figure("beam-sweep", figures.beam_sweep(result), "BLEU and decoding speed against beam size, one line per "
+                "length-penalty strength alpha")
 
 
 def _examples_section(page: Page, comparison: dict) -> None:

@@ -2,16 +2,24 @@
 text (Markdown too) for a terminal.
 
 Every table of the results goes through here, so the Markdown and the page cannot disagree on a figure.
-Cells are text the caller has formatted already.
+Cells are text the caller has formatted already; control characters in them (a NUL or an escape decoded from a
+byte-fallback piece of a weak model) are shown as \\xNN, so they can neither break a row nor hide in the page.
 """
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass
 
 # One letter per column. "r" for figures: right-aligned, so digits line up. "-" leaves the alignment
 # to the reader (Markdown's plain ---).
 RULES = {"l": ":---", "r": "---:", "-": "---"}
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # Unicode's category Cc: C0, DEL and C1
+
+
+def visible(text: str) -> str:
+    """text with every control character written as \\xNN: "a\\x00b" for a NUL between a and b."""
+    return CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
 
 
 @dataclass(frozen=True)
@@ -35,7 +43,7 @@ class Table:
         return self._pipes(aligned=True)
 
     def _pipes(self, aligned: bool) -> str:
-        rows = [[cell.replace("|", r"\|") for cell in row] for row in (self.header, *self.rows)]
+        rows = [[visible(cell).replace("|", r"\|") for cell in row] for row in (self.header, *self.rows)]
         # three characters at least, so that the rule below keeps Markdown's three dashes
         widths = [max(3, *(len(row[i]) for row in rows)) if aligned else 0 for i in range(len(self.header))]
         lines = ["| " + " | ".join(cell.rjust(width) if letter == "r" else cell.ljust(width)
@@ -47,8 +55,8 @@ class Table:
 
     def html(self) -> str:
         """A <table>; cells are plain text, escaped. Right-aligned columns get class "number" (the page's style)."""
-        head = "".join(f"<th>{html.escape(cell)}</th>" for cell in self.header)
+        head = "".join(f"<th>{html.escape(visible(cell))}</th>" for cell in self.header)
         opening = ['<td class="number">' if letter == "r" else "<td>" for letter in self.align]
-        body = "".join("<tr>" + "".join(f"{tag}{html.escape(cell)}</td>" for tag, cell in zip(opening, row)) + "</tr>"
-                       for row in self.rows)
+        body = "".join("<tr>" + "".join(f"{tag}{html.escape(visible(cell))}</td>" for tag, cell in zip(opening, row))
+                       + "</tr>" for row in self.rows)
         return f"<table><tr>{head}</tr>{body}</table>"

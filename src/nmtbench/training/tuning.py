@@ -32,6 +32,7 @@ from nmtbench.config import ConfigError, KnobConfig, Params, TuneConfig
 from nmtbench.files import write_json, write_text
 from nmtbench.loading import read_vocab
 from nmtbench.models.registry import model_config
+from nmtbench.progress import progress_bar
 from nmtbench.runs import TUNING, tuned_file
 from nmtbench.training.train import train
 
@@ -159,18 +160,27 @@ def tune(params: Params, model: str, tokenized_dir: Path = Path("data/tokenized"
             trial.set_user_attr(key, metrics[key])
         return metrics["best_val_bleu"]
 
-    while (done := len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))) < cfg.trials:
-        failed = len(study.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
-        if failed > cfg.trials * (cfg.retries + 1):  # a search that only fails would never end
-            write_trials(study, folder)
-            raise ValueError(f"{failed} trials of {model} failed; see the errors above and {folder / 'trials.json'}, "
-                             "fix the cause (or narrow tune.space) and rerun")
-        if done + len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))) >= cfg.trials:
-            time.sleep(min(cfg.heartbeat_seconds, 10))  # the last trials run elsewhere; wait, in case one dies
-            optuna.storages.fail_stale_trials(study)
-            continue
-        study.optimize(objective, n_trials=cfg.trials - done, catch=(RuntimeError, FloatingPointError),
-                       callbacks=[optuna.study.MaxTrialsCallback(cfg.trials, states=COUNTED[:2])])
+    def completed() -> int:
+        return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+
+    def show(*_) -> None:  # every worker's completed trials, after each trial of this one
+        progress.update(completed() - progress.n)
+
+    with progress_bar(cfg.trials, f"trials of {model}", "trial") as progress:
+        while (done := completed()) < cfg.trials:
+            show()
+            failed = len(study.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
+            if failed > cfg.trials * (cfg.retries + 1):  # a search that only fails would never end
+                write_trials(study, folder)
+                raise ValueError(f"{failed} trials of {model} failed; see the errors above and "
+                                 f"{folder / 'trials.json'}, fix the cause (or narrow tune.space) and rerun")
+            if done + len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))) >= cfg.trials:
+                time.sleep(min(cfg.heartbeat_seconds, 10))  # the last trials run elsewhere; wait, in case one dies
+                optuna.storages.fail_stale_trials(study)
+                continue
+            study.optimize(objective, n_trials=cfg.trials - done, catch=(RuntimeError, FloatingPointError),
+                           callbacks=[optuna.study.MaxTrialsCallback(cfg.trials, states=COUNTED[:2]), show])
+        show()
     write_trials(study, folder)
     return write_winner(model, {"model": model, "family": family, "study": name,
                                 **winner(study, cfg.trials, space), "budget": cfg.budget.model_dump()}, root)
