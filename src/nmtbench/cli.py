@@ -154,6 +154,21 @@ def _check(args):
     print(f"{args.params}: valid ({len(params.models)} models x {len(params.seeds)} seeds)")
 
 
+def _launch(args):
+    from dvc.exceptions import DvcException
+
+    from nmtbench.launch import launch
+
+    if args.jobs is not None and args.jobs < 1:
+        raise ConfigError(f"--jobs: must be at least 1, got {args.jobs}")
+    cfg = load_params(args.params).launch
+    overrides = {key: value for key, value in (("jobs", args.jobs), ("executor", args.executor)) if value is not None}
+    try:
+        return launch(cfg.model_copy(update=overrides), targets=args.stages)
+    except DvcException as error:  # DVC's own words name the problem (a bad dvc.yaml, a locked repository)
+        raise ConfigError(f"dvc: {error}") from None
+
+
 def _workspace(args):
     from nmtbench.workspace import make_workspace
 
@@ -202,6 +217,13 @@ def main(argv: list[str] | None = None) -> int:
     translate.add_argument("--device", choices=("auto", "cpu", "cuda"),
                            help="where to decode; auto: cuda when present (default: evaluate.device)")
     translate.set_defaults(run=_translate)
+    launch = commands.add_parser("launch", help="run the out-of-date stages as concurrent jobs (local processes "
+                                 "or SLURM jobs through submitit), each recorded in dvc.lock as dvc repro does; "
+                                 "params.yaml's launch block says how (docs/scaling.md)")
+    launch.add_argument("stages", nargs="*", help="only these stages and what they need (default: every stage)")
+    launch.add_argument("--jobs", type=int, help="stages at once (default: launch.jobs)")
+    launch.add_argument("--executor", choices=("auto", "local", "slurm"), help="default: launch.executor")
+    launch.set_defaults(run=_launch)
     workspace = commands.add_parser("workspace", help="a separate DVC workspace running params.yaml + a profile")
     workspace.add_argument("target", help="folder to create or refresh")
     workspace.add_argument("--profile", required=True, help="overrides file, e.g. profiles/smoke.yaml")
@@ -209,14 +231,14 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     try:
-        args.run(args)
+        code = args.run(args)
     except (ValueError, OSError) as error:
         if os.environ.get("NMTBENCH_DEBUG"):
             raise
         problem = str(error) if isinstance(error, (ValueError, FileNotFoundError)) else system_problem(error)
         print(f"nmtbench {args.command}: error: {problem}", file=sys.stderr)
         return 2
-    return 0
+    return code or 0
 
 
 # what to do about the operating system refusing a read or a write
