@@ -10,6 +10,9 @@ export NMTBENCH_DATA_MIRROR
 export PATH := $(BIN):$(PATH)
 export WANDB_SILENT ?= true
 SMOKE_DIR ?= runs/smoke
+# JOBS=N: repro and smoke run N stages at once through nmtbench launch (docs/scaling.md); unset, plain dvc repro
+JOBS ?=
+REPRO = $(if $(JOBS),nmtbench launch --jobs $(JOBS),dvc repro)
 
 .DEFAULT_GOAL := help
 .PHONY: help setup repro tune smoke lint test chromium test-fast test-gpu bench-decode bench-train bench-data claims report exp clean-smoke
@@ -25,17 +28,17 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed ## create .venv and install the pinned dependencies from pyproject.toml
 
-repro: $(VENV)/.installed ## run the whole pipeline on the default params (dvc repro)
+repro: $(VENV)/.installed ## run the whole pipeline on the default params (dvc repro; JOBS=N: N stages at once)
 	nmtbench check
-	dvc repro
+	$(REPRO)
 
 tune: $(VENV)/.installed ## tune every model on val BLEU (tune.trials trials each, 0 by default: set it first; docs/tuning.md)
 	nmtbench check
 	dvc repro --glob 'tune@*'
 
-smoke: $(VENV)/.installed ## the whole pipeline on tiny settings in runs/smoke, leaving your outputs alone
+smoke: $(VENV)/.installed ## the whole pipeline on tiny settings in runs/smoke, leaving your outputs alone (JOBS=N too)
 	nmtbench workspace $(SMOKE_DIR) --profile profiles/smoke.yaml
-	cd $(SMOKE_DIR) && nmtbench check && dvc repro
+	cd $(SMOKE_DIR) && nmtbench check && $(REPRO)
 
 lint: $(VENV)/.installed ## ruff on src, tests and benchmarks (style, import order, likely bugs; pyproject.toml [tool.ruff])
 	ruff check src tests benchmarks

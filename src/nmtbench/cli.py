@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from nmtbench.config import ConfigError, DecodeConfig, load_params, resolve_device
+from nmtbench.config import ConfigError, DecodeConfig, LaunchConfig, load_params, resolve_device
 from nmtbench.runs import RESULTS
 
 
@@ -161,7 +161,7 @@ def _launch(args):
 
     if args.jobs is not None and args.jobs < 1:
         raise ConfigError(f"--jobs: must be at least 1, got {args.jobs}")
-    cfg = load_params(args.params).launch
+    cfg = load_params(args.params).launch if Path(args.params).is_file() else LaunchConfig()
     overrides = {key: value for key, value in (("jobs", args.jobs), ("executor", args.executor)) if value is not None}
     try:
         return launch(cfg.model_copy(update=overrides), targets=args.stages)

@@ -24,9 +24,11 @@ class Running:
     started: float = field(default_factory=time.monotonic)
 
 
-def launch(cfg: LaunchConfig, root: Path = Path("."), targets: list[str] | None = None, out=sys.stdout) -> int:
-    """Run what DVC finds out of date; 0 when every stage ended recorded, 1 when one failed, 130 on Ctrl-C."""
-    folder = root / FOLDER
+def launch(cfg: LaunchConfig, targets: list[str] | None = None, out=sys.stdout) -> int:
+    """Run what DVC finds out of date in the current folder, the root of a DVC project (as `dvc repro` does); 0 when
+    every stage ended recorded, 1 when one failed, 130 on Ctrl-C."""
+    root = Path.cwd()
+    folder = FOLDER
     (folder / "logs").mkdir(parents=True, exist_ok=True)
     (folder / ".gitignore").write_text("*\n")
     with LaunchLock(folder / "launch.lock"):
@@ -94,7 +96,7 @@ class Loop:
         gpus = jobs.slot_gpus(slot, self.gpus, self.cfg.gpus_per_job) if self.kind == "local" else None
         log = self.log(stage.name)
         log.write_text(f"$ {stage.cmd}\n")
-        job = self.executor.submit(jobs.run_stage, stage.cmd, str(self.root.resolve()), str(log.resolve()),
+        job = self.executor.submit(jobs.run_stage, stage.cmd, str(self.root), str(self.root / log),
                                    jobs.job_env(jobs.threads_per_job(self.cfg), gpus))
         self.running[stage.name] = Running(job, slot)
         where = f" on GPU {','.join(gpus)}" if gpus else ""
@@ -123,13 +125,19 @@ class Loop:
               file=self.out)
 
     def log(self, name: str) -> Path:
-        return self.root / FOLDER / "logs" / f"{name}.log"
+        return FOLDER / "logs" / f"{name}.log"
 
 
 def error_line(error: BaseException) -> str:
-    """submitit wraps a job's exception in a traceback; its last line names it."""
-    lines = [line for line in str(error).strip().splitlines() if line.strip()]
-    return lines[-1].strip() if lines else type(error).__name__
+    """The line naming what ended a job: submitit wraps the job's exception in its traceback between two rules of
+    dashes; a job that died without one (killed) has submitit's own first line."""
+    parts = str(error).split("-" * 22)
+    lines = [line.strip() for line in (parts[1] if len(parts) > 2 else parts[0]).splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    last = lines[-1] if len(parts) > 2 else lines[0]
+    kind, colon, message = last.partition(": ")
+    return f"{kind.rsplit('.', 1)[-1]}{colon}{message}"
 
 
 def tail(path: Path, lines: int = TAIL_LINES) -> str:

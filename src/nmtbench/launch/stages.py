@@ -1,6 +1,7 @@
-"""DVC's view of the pipeline for the launcher: which stages are out of date, what each waits for, and recording a
-stage once its command has run. Every call opens the repository afresh (a finished stage changes dvc.lock) and holds
-DVC's repository lock only for itself, so `dvc status` in another shell still works during a launch."""
+"""DVC's view of the pipeline for the launcher, run from the project's root: which stages are out of date, what
+each waits for, and recording a stage once its command has run. Every call opens the repository afresh (a finished
+stage changes dvc.lock) and holds DVC's repository lock only for itself, so `dvc status` in another shell still works
+during a launch."""
 from __future__ import annotations
 
 from contextlib import contextmanager

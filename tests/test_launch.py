@@ -1,0 +1,169 @@
+"""nmtbench launch on a toy DVC project of shell stages (seconds, no training): concurrent jobs recorded as
+`dvc repro` records them, a failed stage named while the others go on, reruns, the launch lock, GPUs per job."""
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers.project import pipeline_env
+from nmtbench.config import ConfigError, LaunchConfig, parse_params
+from nmtbench.launch import launch
+from nmtbench.launch.jobs import job_env, local_slots, slot_gpus, threads_per_job
+from nmtbench.launch.scheduler import LaunchLock
+
+# a fans out to b@1 and b@2, which c joins; b sleeps so that both b run at once
+TOY = """
+stages:
+  a:
+    cmd: echo a > a.txt
+    outs: [a.txt]
+  b:
+    matrix:
+      n: [1, 2]
+    cmd: sleep 1 && cat a.txt > b${item.n}.txt && echo ${item.n} $OMP_NUM_THREADS >> b${item.n}.txt
+    deps: [a.txt]
+    outs: ["b${item.n}.txt"]
+  c:
+    cmd: cat b1.txt b2.txt > c.txt
+    deps: [b1.txt, b2.txt]
+    outs: [c.txt]
+"""
+LOCAL = LaunchConfig(executor="local", jobs=2, threads_per_job=1)
+
+
+def toy_project(folder: Path, dvc_yaml: str = TOY):
+    """A git + DVC project of dvc_yaml in folder; returns run(*command)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    env = pipeline_env()
+
+    def run(*command, check=True):
+        return subprocess.run(command, cwd=folder, env=env, check=check, capture_output=True, text=True)
+
+    run("git", "init", "-q")
+    run(sys.executable, "-m", "dvc", "init", "-q")
+    (folder / "dvc.yaml").write_text(dvc_yaml)
+    return run
+
+
+def launched(folder: Path, cfg: LaunchConfig = LOCAL, targets=None) -> tuple[int, str]:
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        code = launch(cfg, targets, out)
+    return code, out.getvalue()
+
+
+def lock_stages(folder: Path) -> dict:
+    return yaml.safe_load((folder / "dvc.lock").read_text())["stages"]
+
+
+@pytest.mark.slow
+def test_two_jobs_write_the_dvc_lock_of_a_sequential_repro(tmp_path):
+    run = toy_project(tmp_path / "launched")
+    code, printed = launched(tmp_path / "launched")
+    assert code == 0
+    assert [line.split()[1] for line in printed.splitlines() if line.startswith("done:")][-1] == "c"
+    assert "Data and pipelines are up to date." in run("dvc", "status").stdout
+    assert "didn't change, skipping" in run("dvc", "repro").stdout
+    sequential = toy_project(tmp_path / "sequential")
+    sequential("dvc", "repro")
+    assert lock_stages(tmp_path / "launched") == lock_stages(tmp_path / "sequential")
+    assert (tmp_path / "launched/b2.txt").read_text() == "a\n2 1\n"  # OMP_NUM_THREADS: threads_per_job
+    assert (tmp_path / "launched/launch/logs/c.log").read_text() == "$ cat b1.txt b2.txt > c.txt\n"
+    assert launched(tmp_path / "launched") == (0, "nmtbench launch: every stage is up to date\n")
+
+
+@pytest.mark.slow
+def test_a_failed_stage_is_named_with_its_log_and_the_others_go_on(tmp_path):
+    # b@2 fails until a file `fixed` appears (no dep: fixing it changes no stage)
+    failing = TOY.replace("cat a.txt > b${item.n}.txt", "test ${item.n} = 1 || test -e fixed || "
+                          "{ echo no b$(echo 2); exit 3; }; cat a.txt > b${item.n}.txt")
+    run = toy_project(tmp_path, failing)
+    code, printed = launched(tmp_path)
+    log = tmp_path / "launch/logs/b@2.log"
+    assert code == 1
+    assert "FAILED: b@2 (StageFailed: exit status 3) after 0m0" in printed
+    assert f"last lines of {log.relative_to(tmp_path)}:\n    $ sleep 1 && test 2 = 1 || test -e fixed" in printed
+    assert "\n    no b2\n" in printed
+    assert "\nfailed: b@2: StageFailed: exit status 3 after 0m0" in printed
+    assert printed.endswith("\nfailed: c: not run: b@2 failed\n")
+    assert "done: b@1" in printed and "started: c" not in printed
+    assert "b@1" not in run("dvc", "status").stdout  # recorded though its sibling failed
+
+    (tmp_path / "fixed").touch()  # the rerun runs what is missing only
+    code, printed = launched(tmp_path)
+    assert code == 0
+    assert [line.split()[1] for line in printed.splitlines() if line.startswith("started:")] == ["b@2", "c"]
+
+
+def test_a_second_launch_in_one_workspace_refuses_in_one_line(tmp_path):
+    lock = tmp_path / "launch.lock"
+    lock.write_text(f"{os.getppid()}\n")  # a live process: pytest's parent
+    with pytest.raises(ConfigError, match=rf"^another nmtbench launch \(pid {os.getppid()}\) is running in this "
+                                          rf"workspace; wait for it or stop it \(kill {os.getppid()}\), then rerun$"):
+        with LaunchLock(lock):
+            pass
+    lock.write_text("999999999\n")  # no such process: a launcher killed without cleaning up
+    with LaunchLock(lock):
+        assert lock.read_text() == f"{os.getpid()}\n"
+    assert not lock.exists()
+
+
+@pytest.mark.parametrize("slot, gpus, per_job, expected", [
+    (0, ["0", "1"], 0, []),
+    (0, ["0", "1", "2", "3"], 1, ["0"]),
+    (3, ["0", "1", "2", "3"], 1, ["3"]),
+    (5, ["0", "1", "2", "3"], 1, ["1"]),  # packed: the second job on GPU 1
+    (1, ["0", "1", "2", "3"], 2, ["2", "3"]),
+    (1, ["4", "6"], 1, ["6"]),  # the launcher's own CUDA_VISIBLE_DEVICES, kept
+])
+def test_each_slot_sees_its_own_gpus(slot, gpus, per_job, expected):
+    assert slot_gpus(slot, gpus, per_job) == expected
+
+
+def test_jobs_at_once_are_bounded_by_the_gpus():
+    gpus = ["0", "1", "2", "3"]
+    assert local_slots(LaunchConfig(jobs=16, gpus_per_job=1, jobs_per_gpu=2), gpus) == 8
+    assert local_slots(LaunchConfig(jobs=3, gpus_per_job=1, jobs_per_gpu=2), gpus) == 3
+    assert local_slots(LaunchConfig(jobs=16, gpus_per_job=2), gpus) == 2
+    assert local_slots(LaunchConfig(jobs=16), []) == 16
+    with pytest.raises(ConfigError, match=r"^launch.gpus_per_job: 1, but this machine shows 0 GPU\(s\); set it to 0"):
+        local_slots(LaunchConfig(gpus_per_job=1), [])
+
+
+def test_threads_and_devices_of_a_job():
+    assert threads_per_job(LaunchConfig(jobs=2), cores=8) == 4
+    assert threads_per_job(LaunchConfig(jobs=16), cores=8) == 1
+    assert threads_per_job(LaunchConfig(jobs=2, threads_per_job=3), cores=8) == 3
+    assert job_env(2, ["1", "3"]) == {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "CUDA_VISIBLE_DEVICES": "1,3"}
+    assert job_env(1, []) == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    assert "CUDA_VISIBLE_DEVICES" not in job_env(1, None)  # SLURM sets a job's GPUs
+
+
+@pytest.mark.parametrize("launch_block, message", [
+    ({"executor": "ray"}, "launch.executor: 'ray' is not valid; choose one of auto, local, slurm"),
+    ({"jobs": 0}, "launch.jobs: must be > 0, got 0"),
+    ({"gpus_per_job": 2, "jobs_per_gpu": 2}, "launch.jobs_per_gpu: 2 jobs share a GPU only with gpus_per_job 1, "
+                                             "got 2; set gpus_per_job: 1 or jobs_per_gpu: 1"),
+    ({"slurm": {"queue": "x"}}, "launch.slurm: unknown key(s) queue; valid keys are partition, time_min"),
+    ({"slurm": {"extra": ["--qos=high"]}}, "launch.slurm.extra: expected dict, got ['--qos=high']"),
+])
+def test_bad_launch_blocks_are_refused_in_one_line(launch_block, message):
+    raw = yaml.safe_load(Path("params.yaml").read_text())
+    raw["launch"] = launch_block
+    with pytest.raises(ConfigError) as error:
+        parse_params(raw)
+    assert str(error.value).startswith(message) and "\n" not in str(error.value)
+
+
+def test_no_stage_depends_on_the_launch_block():
+    """Changing how the grid runs must not rerun it."""
+    stages = yaml.safe_load(Path("dvc.yaml").read_text())["stages"]
+    assert not [name for name, stage in stages.items()
+                if any(str(param).split(".")[0] == "launch" for param in stage.get("params", []))]
