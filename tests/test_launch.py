@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from helpers.fake_slurm import fake_slurm
 from helpers.project import pipeline_env
-from nmtbench.config import ConfigError, LaunchConfig, parse_params
+from nmtbench.config import ConfigError, LaunchConfig, SlurmConfig, parse_params
 from nmtbench.launch import launch
 from nmtbench.launch.jobs import job_env, local_slots, slot_gpus, threads_per_job
 from nmtbench.launch.scheduler import LaunchLock
@@ -167,3 +168,23 @@ def test_no_stage_depends_on_the_launch_block():
     stages = yaml.safe_load(Path("dvc.yaml").read_text())["stages"]
     assert not [name for name, stage in stages.items()
                 if any(str(param).split(".")[0] == "launch" for param in stage.get("params", []))]
+
+
+@pytest.mark.slow
+def test_slurm_jobs_are_submitted_with_the_launch_blocks_flags(tmp_path, monkeypatch):
+    """No SLURM here: sbatch, srun and sacct stand-ins run each job locally and keep what was submitted."""
+    bin_dir, submitted = fake_slurm(tmp_path / "slurm")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    run = toy_project(tmp_path / "project")
+    cfg = LaunchConfig(executor="auto", jobs=2, threads_per_job=3, gpus_per_job=1, slurm=SlurmConfig(
+        partition="gpu", time_min=30, account="nmt", mem_gb=4, extra={"qos": "high"}))
+    code, printed = launched(tmp_path / "project", cfg)
+    assert code == 0, printed
+    assert "4 stage(s) to check, 2 slurm job(s) at once" in printed
+    scripts = sorted(submitted.glob("*.sbatch"))
+    assert len(scripts) == 4  # one job per stage
+    flags = {line for line in scripts[0].read_text().splitlines() if line.startswith("#SBATCH")}
+    assert {"#SBATCH --partition=gpu", "#SBATCH --time=30", "#SBATCH --account=nmt", "#SBATCH --cpus-per-task=3",
+            "#SBATCH --mem=4GB", "#SBATCH --qos=high", "#SBATCH --gpus-per-node=1", "#SBATCH --nodes=1"} <= flags
+    assert "Data and pipelines are up to date." in run("dvc", "status").stdout
+    assert (tmp_path / "project/b1.txt").read_text() == "a\n1 3\n"
