@@ -15,7 +15,7 @@ JOBS ?=
 REPRO = $(if $(JOBS),nmtbench launch --jobs $(JOBS),dvc repro)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup repro tune smoke lint test chromium test-fast test-gpu bench-decode bench-train bench-data claims report exp clean-smoke
+.PHONY: help setup repro tune smoke lint test chromium postgresql test-fast test-gpu bench-decode bench-train bench-data claims report exp clean-smoke
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -50,7 +50,7 @@ lint: $(VENV)/.installed ## ruff on src, tests and benchmarks (style, import ord
 TEST_WORKERS ?= auto
 PYTEST := OMP_NUM_THREADS=1 python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
-test: lint chromium ## lint, then every test, the end-to-end smoke pipeline included
+test: lint chromium postgresql ## lint, then every test, the end-to-end smoke pipeline included
 	$(PYTEST)
 
 # The report's browser test needs Chromium: install Debian's package when it is missing and this
@@ -60,6 +60,14 @@ chromium:
 	  || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq \
 	       && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
 	  || echo "make test: no Chromium and no way to install it (needs root and apt-get); the report's browser test skips"
+
+# The test of tune workers sharing a study through PostgreSQL starts a server of its own: install Debian's package
+# the same way, or let that test skip.
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+	  || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq \
+	       && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } \
+	  || echo "make test: no PostgreSQL and no way to install it (needs root and apt-get); its tuning test skips"
 
 test-fast: $(VENV)/.installed ## unit tests only (skips tests marked slow)
 	$(PYTEST) -m "not slow"
