@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import io
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ from helpers.project import pipeline_env
 from nmtbench.config import ConfigError, LaunchConfig, SlurmConfig, parse_params
 from nmtbench.launch import launch
 from nmtbench.launch.jobs import job_env, local_slots, slot_gpus, threads_per_job
-from nmtbench.launch.scheduler import LaunchLock
+from nmtbench.launch.scheduler import LaunchLock, alive
 
 # a fans out to b@1 and b@2, which c joins; b sleeps so that both b run at once
 TOY = """
@@ -101,6 +103,31 @@ def test_a_failed_stage_is_named_with_its_log_and_the_others_go_on(tmp_path):
     code, printed = launched(tmp_path)
     assert code == 0
     assert [line.split()[1] for line in printed.splitlines() if line.startswith("started:")] == ["b@2", "c"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_cancels_the_running_jobs_and_says_so(tmp_path, signum):
+    toy_project(tmp_path, "stages:\n  slow:\n    cmd: echo $$ > slow.pid && sleep 120 && touch slow.txt\n"
+                          "    outs: [slow.txt]\n")
+    command = [sys.executable, "-m", "nmtbench", "launch", "--executor", "local", "--jobs", "1"]
+    launcher = subprocess.Popen(command, cwd=tmp_path, env=pipeline_env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    while not (tmp_path / "slow.pid").is_file() or not (tmp_path / "slow.pid").read_text().endswith("\n"):
+        assert launcher.poll() is None
+        time.sleep(0.2)
+    launcher.send_signal(signum)
+    printed, _ = launcher.communicate(timeout=60)
+    assert launcher.returncode == 130
+    assert printed.endswith("nmtbench launch: interrupted; cancelled 1 job(s): slow (a rerun resumes what is "
+                            "missing)\n")
+    stage = int((tmp_path / "slow.pid").read_text())
+    for _ in range(50):  # the job's process group ends within seconds
+        if not alive(stage):
+            break
+        time.sleep(0.2)
+    assert not alive(stage)
+    assert not (tmp_path / "launch/launch.lock").exists()
 
 
 def test_a_second_launch_in_one_workspace_refuses_in_one_line(tmp_path):

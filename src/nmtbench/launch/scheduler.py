@@ -3,6 +3,7 @@ record each finished one in dvc.lock, one at a time; report progress, failures w
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ class Loop:
 
     def run(self) -> int:
         last_summary = 0.0
+        signal.signal(signal.SIGTERM, interrupt)  # `kill` of the launcher cancels its jobs as Ctrl-C does
         try:
             while self.pending or self.running:
                 changed = self.start_ready() | self.collect_finished()
@@ -126,6 +128,10 @@ class Loop:
 
     def log(self, name: str) -> Path:
         return FOLDER / "logs" / f"{name}.log"
+
+
+def interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def error_line(error: BaseException) -> str:
