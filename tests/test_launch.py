@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import yaml
 
 from helpers.fake_slurm import fake_slurm
 from helpers.project import pipeline_env
+from nmtbench.cli import main
 from nmtbench.config import ConfigError, LaunchConfig, SlurmConfig, parse_params
 from nmtbench.launch import launch
 from nmtbench.launch.jobs import job_env, local_slots, slot_gpus, threads_per_job
@@ -130,6 +132,37 @@ def test_ctrl_c_cancels_the_running_jobs_and_says_so(tmp_path, signum):
     assert not (tmp_path / "launch/launch.lock").exists()
 
 
+@pytest.mark.slow
+def test_a_killed_job_is_rerun_by_the_next_launch_and_keeps_its_persistent_output(tmp_path):
+    """As a killed training resumes from the checkpoint in its persistent model folder."""
+    run = toy_project(tmp_path, """
+stages:
+  train:
+    cmd: mkdir -p state && if [ -e state/runs ]; then echo resumed >> state/runs && cp state/runs done.txt;
+      else echo started >> state/runs && echo $$ > train.pid && sleep 120; fi
+    outs:
+      - state:
+          persist: true
+      - done.txt
+""")
+    pid_file = tmp_path / "train.pid"
+
+    def kill_the_stage():
+        while not pid_file.is_file() or not pid_file.read_text().endswith("\n"):
+            time.sleep(0.2)
+        os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_the_stage)
+    killer.start()
+    code, printed = launched(tmp_path)
+    killer.join()
+    assert code == 1 and "FAILED: train (StageFailed: exit status -9)" in printed
+    code, printed = launched(tmp_path)
+    assert code == 0 and "started: train" in printed
+    assert (tmp_path / "done.txt").read_text() == "started\nresumed\n"
+    assert "Data and pipelines are up to date." in run("dvc", "status").stdout
+
+
 def test_a_second_launch_in_one_workspace_refuses_in_one_line(tmp_path):
     lock = tmp_path / "launch.lock"
     lock.write_text(f"{os.getppid()}\n")  # a live process: pytest's parent
@@ -215,3 +248,11 @@ def test_slurm_jobs_are_submitted_with_the_launch_blocks_flags(tmp_path, monkeyp
             "#SBATCH --mem=4GB", "#SBATCH --qos=high", "#SBATCH --gpus-per-node=1", "#SBATCH --nodes=1"} <= flags
     assert "Data and pipelines are up to date." in run("dvc", "status").stdout
     assert (tmp_path / "project/b1.txt").read_text() == "a\n1 3\n"
+
+
+def test_launch_has_help_and_refuses_a_bad_jobs_count_in_one_line(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["launch", "--help"])
+    assert done.value.code == 0 and "--jobs JOBS" in capsys.readouterr().out
+    assert main(["launch", "--jobs", "0"]) == 2
+    assert capsys.readouterr().err == "nmtbench launch: error: --jobs: must be at least 1, got 0\n"
