@@ -17,9 +17,9 @@ import yaml
 from helpers.fake_slurm import fake_slurm
 from helpers.project import pipeline_env
 from nmtbench.cli import main
-from nmtbench.config import ConfigError, LaunchConfig, SlurmConfig, parse_params
+from nmtbench.config import ConfigError, LaunchConfig, SlurmConfig, TrainConfig, parse_params
 from nmtbench.launch import launch
-from nmtbench.launch.jobs import job_env, local_slots, slot_gpus, threads_per_job
+from nmtbench.launch.jobs import job_env, local_slots, slot_gpus, slurm_tasks, threads_per_job
 from nmtbench.launch.scheduler import LaunchLock, alive
 
 # a fans out to b@1 and b@2, which c joins; b sleeps so that both b run at once
@@ -196,6 +196,15 @@ def test_jobs_at_once_are_bounded_by_the_gpus():
     assert local_slots(LaunchConfig(jobs=16), []) == 16
     with pytest.raises(ConfigError, match=r"^launch.gpus_per_job: 1, but this machine shows 0 GPU\(s\); set it to 0"):
         local_slots(LaunchConfig(gpus_per_job=1), [])
+
+
+def test_a_ddp_training_is_one_slurm_job_of_nodes_x_devices_tasks():
+    cfg, ddp = LaunchConfig(gpus_per_job=1), TrainConfig(accelerator="gpu", devices=4, num_nodes=2, strategy="ddp")
+    assert slurm_tasks("train@transformer-42", cfg, ddp) == {"nodes": 2, "tasks_per_node": 4, "gpus_per_node": 4}
+    assert slurm_tasks("evaluate@transformer-42", cfg, ddp) == {"nodes": 1, "tasks_per_node": 1, "gpus_per_node": 1}
+    assert slurm_tasks("train@transformer-42", cfg, TrainConfig()) == {"nodes": 1, "tasks_per_node": 1,
+                                                                       "gpus_per_node": 1}
+    assert slurm_tasks("train@cnn-1", cfg, TrainConfig(devices=2, strategy="ddp"))["gpus_per_node"] == 0  # CPU
 
 
 def test_threads_and_devices_of_a_job():

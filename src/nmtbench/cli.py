@@ -161,10 +161,11 @@ def _launch(args):
 
     if args.jobs is not None and args.jobs < 1:
         raise ConfigError(f"--jobs: must be at least 1, got {args.jobs}")
-    cfg = load_params(args.params).launch if Path(args.params).is_file() else LaunchConfig()
+    params = load_params(args.params) if Path(args.params).is_file() else None
+    cfg = params.launch if params else LaunchConfig()
     overrides = {key: value for key, value in (("jobs", args.jobs), ("executor", args.executor)) if value is not None}
     try:
-        return launch(cfg.model_copy(update=overrides), targets=args.stages)
+        return launch(cfg.model_copy(update=overrides), targets=args.stages, train=params and params.train)
     except DvcException as error:  # DVC's own words name the problem (a bad dvc.yaml, a locked repository)
         raise ConfigError(f"dvc: {error}") from None
 

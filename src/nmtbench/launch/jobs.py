@@ -10,7 +10,7 @@ from pathlib import Path
 
 import submitit
 
-from nmtbench.config import ConfigError, LaunchConfig
+from nmtbench.config import ConfigError, LaunchConfig, TrainConfig
 
 LOCAL_TIMEOUT_MIN = 7 * 24 * 60  # submitit's local jobs stop after 2 minutes unless told otherwise
 
@@ -55,7 +55,6 @@ def make_executor(cfg: LaunchConfig, kind: str, folder: Path) -> submitit.Execut
         slurm = cfg.slurm
         executor.update_parameters(
             timeout_min=slurm.time_min, cpus_per_task=slurm.cpus_per_job or threads_per_job(cfg, 1),
-            gpus_per_node=cfg.gpus_per_job,
             **{f"slurm_{key}": value for key, value in (("partition", slurm.partition), ("account", slurm.account))
                if value is not None},
             **({"mem_gb": slurm.mem_gb} if slurm.mem_gb else {}),
@@ -63,6 +62,16 @@ def make_executor(cfg: LaunchConfig, kind: str, folder: Path) -> submitit.Execut
     else:
         executor.update_parameters(timeout_min=LOCAL_TIMEOUT_MIN)
     return executor
+
+
+def slurm_tasks(stage: str, cfg: LaunchConfig, train: TrainConfig | None) -> dict[str, int]:
+    """The nodes, tasks and GPUs of a stage's SLURM job: one task, but a training of train.num_nodes x
+    train.devices processes (DDP) gets one job of that many tasks, each task one of Lightning's ranks (Lightning
+    reads its rank from SLURM), as `srun` of the training would."""
+    if train is None or not stage.startswith("train@") or train.num_nodes * train.devices == 1:
+        return {"nodes": 1, "tasks_per_node": 1, "gpus_per_node": cfg.gpus_per_job}
+    gpus = train.devices if train.accelerator != "cpu" else 0
+    return {"nodes": train.num_nodes, "tasks_per_node": train.devices, "gpus_per_node": gpus}
 
 
 def visible_gpus() -> list[str]:

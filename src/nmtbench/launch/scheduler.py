@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nmtbench.config import ConfigError, LaunchConfig
+from nmtbench.config import ConfigError, LaunchConfig, TrainConfig
 from nmtbench.launch import jobs, stages
 
 FOLDER = Path("launch")  # logs, submitit's files and the lock; ignores itself for git
@@ -25,9 +25,11 @@ class Running:
     started: float = field(default_factory=time.monotonic)
 
 
-def launch(cfg: LaunchConfig, targets: list[str] | None = None, out=sys.stdout) -> int:
+def launch(cfg: LaunchConfig, targets: list[str] | None = None, out=sys.stdout, train: TrainConfig | None = None
+           ) -> int:
     """Run what DVC finds out of date in the current folder, the root of a DVC project (as `dvc repro` does); 0 when
-    every stage ended recorded, 1 when one failed, 130 on Ctrl-C."""
+    every stage ended recorded, 1 when one failed, 130 on Ctrl-C. train: the project's train block, whose
+    num_nodes and devices size a DDP training's SLURM job."""
     root = Path.cwd()
     folder = FOLDER
     (folder / "logs").mkdir(parents=True, exist_ok=True)
@@ -43,13 +45,13 @@ def launch(cfg: LaunchConfig, targets: list[str] | None = None, out=sys.stdout) 
         executor = jobs.make_executor(cfg, kind, folder / "submitit")
         print(f"nmtbench launch: {len(todo)} stage(s) to check, {slots} {kind} job(s) at once, "
               f"{jobs.threads_per_job(cfg)} thread(s) each; logs in {folder / 'logs'}", file=out)
-        return Loop(cfg, root, kind, gpus, slots, executor, todo, out).run()
+        return Loop(cfg, root, kind, gpus, slots, executor, todo, out, train).run()
 
 
 class Loop:
-    def __init__(self, cfg, root, kind, gpus, slots, executor, todo, out):
+    def __init__(self, cfg, root, kind, gpus, slots, executor, todo, out, train):
         self.cfg, self.root, self.kind, self.gpus, self.slots = cfg, root, kind, gpus, slots
-        self.executor, self.out = executor, out
+        self.executor, self.out, self.train = executor, out, train
         self.pending = list(todo)  # upstream first
         self.running: dict[str, Running] = {}
         self.done: set[str] = set()  # run and recorded, or found up to date
@@ -98,6 +100,8 @@ class Loop:
         gpus = jobs.slot_gpus(slot, self.gpus, self.cfg.gpus_per_job) if self.kind == "local" else None
         log = self.log(stage.name)
         log.write_text(f"$ {stage.cmd}\n")
+        if self.kind == "slurm":
+            self.executor.update_parameters(**jobs.slurm_tasks(stage.name, self.cfg, self.train))
         job = self.executor.submit(jobs.run_stage, stage.cmd, str(self.root), str(self.root / log),
                                    jobs.job_env(jobs.threads_per_job(self.cfg), gpus))
         self.running[stage.name] = Running(job, slot)
