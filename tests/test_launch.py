@@ -42,14 +42,19 @@ stages:
 LOCAL = LaunchConfig(executor="local", jobs=2, threads_per_job=1)
 
 
-def toy_project(folder: Path, dvc_yaml: str = TOY):
-    """A git + DVC project of dvc_yaml in folder; returns run(*command)."""
-    folder.mkdir(parents=True, exist_ok=True)
+def runner(folder: Path):
+    """run(*command): a command in folder, its output captured."""
     env = pipeline_env()
 
     def run(*command, check=True):
         return subprocess.run(command, cwd=folder, env=env, check=check, capture_output=True, text=True)
+    return run
 
+
+def toy_project(folder: Path, dvc_yaml: str = TOY):
+    """A git + DVC project of dvc_yaml in folder; returns run(*command)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    run = runner(folder)
     run("git", "init", "-q")
     run(sys.executable, "-m", "dvc", "init", "-q")
     (folder / "dvc.yaml").write_text(dvc_yaml)
@@ -82,6 +87,23 @@ def test_two_jobs_write_the_dvc_lock_of_a_sequential_repro(tmp_path):
     assert (tmp_path / "launched/b2.txt").read_text() == "a\n2 1\n"  # OMP_NUM_THREADS: threads_per_job
     assert (tmp_path / "launched/launch/logs/c.log").read_text() == "$ cat b1.txt b2.txt > c.txt\n"
     assert launched(tmp_path / "launched") == (0, "nmtbench launch: every stage is up to date\n")
+
+
+@pytest.mark.slow
+def test_results_pushed_to_a_dvc_remote_are_pulled_elsewhere_without_rerunning(tmp_path):
+    """Sharing the results of a launch the DVC way: dvc push on one machine, dvc pull in a fresh clone."""
+    run = toy_project(tmp_path / "here")
+    assert launched(tmp_path / "here")[0] == 0
+    run("dvc", "remote", "add", "-d", "shared", str(tmp_path / "remote"))
+    run("dvc", "push")
+    run("git", "add", "-A")
+    run("git", "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-qm", "results")
+    subprocess.run(["git", "clone", "-q", str(tmp_path / "here"), str(tmp_path / "elsewhere")], check=True)
+    elsewhere = runner(tmp_path / "elsewhere")
+    elsewhere("dvc", "pull")
+    assert (tmp_path / "elsewhere/c.txt").read_text() == "a\n1 1\na\n2 1\n"
+    assert "Data and pipelines are up to date." in elsewhere("dvc", "status").stdout
+    assert launched(tmp_path / "elsewhere") == (0, "nmtbench launch: every stage is up to date\n")
 
 
 @pytest.mark.slow
