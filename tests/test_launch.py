@@ -122,11 +122,17 @@ def test_a_failed_stage_is_named_with_its_log_and_the_others_go_on(tmp_path):
     assert printed.endswith("\nfailed: c: not run: b@2 failed\n")
     assert "done: b@1" in printed and "started: c" not in printed
     assert "b@1" not in run("dvc", "status").stdout  # recorded though its sibling failed
+    (tmp_path / "dvc.yaml").write_text(TOY.replace("cmd: echo a > a.txt", "cmd: echo a > not-a.txt"))
+    code, printed = launched(tmp_path)  # a command that ends well without writing its output fails too
+    assert code == 1 and "FAILED: a (dvc could not record it: output 'a.txt' does not exist) after " in printed
+    (tmp_path / "dvc.yaml").write_text(failing)
 
     (tmp_path / "fixed").touch()  # the rerun runs what is missing only
     code, printed = launched(tmp_path)
     assert code == 0
-    assert [line.split()[1] for line in printed.splitlines() if line.startswith("started:")] == ["b@2", "c"]
+    # a lost its output to the run that failed it; b@1 finds a rebuilt unchanged
+    assert [line.split()[1] for line in printed.splitlines() if line.startswith("started:")] == ["a", "b@2", "c"]
+    assert "up to date: b@1" in printed
 
 
 @pytest.mark.slow

@@ -9,6 +9,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dvc.exceptions import DvcException
+
 from nmtbench.config import ConfigError, LaunchConfig, TrainConfig
 from nmtbench.launch import jobs, stages
 
@@ -69,11 +71,13 @@ class Loop:
                     last_summary = time.monotonic()
                 time.sleep(POLL_SECONDS)
         except KeyboardInterrupt:
-            for running in self.running.values():
-                running.job.cancel(check=False)
+            self.cancel()
             print(f"\nnmtbench launch: interrupted; cancelled {len(self.running)} job(s): "
                   f"{', '.join(self.running) or 'none'} (a rerun resumes what is missing)", file=self.out)
             return 130
+        except BaseException:  # the launcher's own failure (say, sbatch refusing a job) leaves no job behind
+            self.cancel()
+            raise
         for name, why in self.failed.items():
             print(f"failed: {name}: {why}", file=self.out)
         return 1 if self.failed else 0
@@ -114,15 +118,28 @@ class Loop:
             del self.running[name]
             elapsed = clock(time.monotonic() - running.started)
             error = running.job.exception()
-            if error is None:
-                stages.record(self.root, name)  # one at a time: dvc.lock has one writer
+            problem = error_line(error) if error else self.record(name)
+            if problem is None:
                 self.done.add(name)
                 print(f"done: {name} in {elapsed}", file=self.out)
             else:
-                self.failed[name] = f"{error_line(error)} after {elapsed}; log: {self.log(name)}"
-                print(f"FAILED: {name} ({error_line(error)}) after {elapsed}; last lines of {self.log(name)}:\n"
+                self.failed[name] = f"{problem} after {elapsed}; log: {self.log(name)}"
+                print(f"FAILED: {name} ({problem}) after {elapsed}; last lines of {self.log(name)}:\n"
                       f"{tail(self.log(name))}", file=self.out)
         return bool(finished)
+
+    def record(self, name: str) -> str | None:
+        """Record a stage whose command ended well, one at a time (dvc.lock has one writer); what DVC refuses to
+        record (an output the command did not write) fails the stage."""
+        try:
+            stages.record(self.root, name)
+        except DvcException as error:
+            return f"dvc could not record it: {error}"
+        return None
+
+    def cancel(self) -> None:
+        for running in self.running.values():
+            running.job.cancel(check=False)
 
     def summary(self) -> None:
         running = ", ".join(f"{name} {clock(time.monotonic() - r.started)}" for name, r in self.running.items())
