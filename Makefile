@@ -6,11 +6,14 @@ include tools/pipeline.mk
 SMOKE_DIR ?= runs/smoke
 # profiles merged before profiles/smoke.yaml, e.g. PROFILES=profiles/own_corpus.yaml: your corpus at smoke sizes
 PROFILES ?=
+# JOBS=N: repro and smoke run N stages at once through nmtbench launch (docs/scaling.md); unset, plain dvc repro
+JOBS ?=
+export JOBS
 
 .DEFAULT_GOAL := help
-.PHONY: smoke lint test chromium test-fast test-gpu bench-decode bench-train bench-data clean-smoke
+.PHONY: smoke lint test chromium postgresql test-fast test-gpu bench-decode bench-train bench-data clean-smoke
 
-smoke: $(VENV)/.installed ## the whole pipeline on tiny settings in runs/smoke, leaving your outputs alone (PROFILES=... merged first)
+smoke: $(VENV)/.installed ## the whole pipeline on tiny settings in runs/smoke, leaving your outputs alone (PROFILES=..., JOBS=N)
 	nmtbench workspace $(SMOKE_DIR) $(foreach profile,$(PROFILES) profiles/smoke.yaml,--profile $(profile))
 	$(MAKE) --no-print-directory -C $(SMOKE_DIR) repro
 
@@ -24,7 +27,7 @@ lint: $(VENV)/.installed ## ruff on src, tests, benchmarks, tools and examples (
 TEST_WORKERS ?= auto
 PYTEST := OMP_NUM_THREADS=1 python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
-test: lint chromium ## lint, then every test, the end-to-end smoke pipeline included
+test: lint chromium postgresql ## lint, then every test, the end-to-end smoke pipeline included
 	$(PYTEST)
 
 # The report's browser test needs Chromium: install Debian's package when it is missing and this
@@ -34,6 +37,22 @@ chromium:
 	  || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq \
 	       && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
 	  || echo "make test: no Chromium and no way to install it (needs root and apt-get); the report's browser test skips"
+
+# The test of tune workers sharing a study through PostgreSQL starts a server of its own: install Debian's package
+# the same way, or let that test skip.
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+	  || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq \
+	       && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } \
+	  || echo "make test: no PostgreSQL and no way to install it (needs root and apt-get); its tuning test skips"
+
+# The test of tune workers sharing a study through PostgreSQL starts a server of its own: install Debian's package
+# the same way, or let that test skip.
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+	  || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq \
+	       && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } \
+	  || echo "make test: no PostgreSQL and no way to install it (needs root and apt-get); its tuning test skips"
 
 test-fast: $(VENV)/.installed ## unit tests only (skips tests marked slow)
 	$(PYTEST) -m "not slow"

@@ -4,6 +4,7 @@ import shutil
 import subprocess
 import sys
 import time
+from contextlib import nullcontext
 
 import optuna
 import pytest
@@ -12,6 +13,7 @@ from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState, create_trial
 
 from helpers.data import write_mirror
+from helpers.postgres import postgres_server, server_bin
 from helpers.project import TRAINED_MODELS, pipeline_env, write_tiny_project
 from nmtbench.config import ConfigError, TuneConfig, load_params
 from nmtbench.training.tuning import open_study, search_space, study_name, tune, tuned_params, winner, with_values
@@ -241,20 +243,33 @@ def test_with_values_changes_only_the_model_tuned(project):
     assert changed.models["tiny_rnn"] == params.models["tiny_rnn"] and params.train.lr != 0.01
 
 
+def storage(rdb: str):
+    """The study's storage of a test: None (the SQLite file per model) or the URL of a throwaway PostgreSQL."""
+    if rdb == "sqlite":
+        return nullcontext(None)
+    if server_bin() is None:
+        pytest.skip("no PostgreSQL server to test tune.storage against: apt-get install postgresql (make test does "
+                    "as root)")
+    return postgres_server()
+
+
 @pytest.mark.slow
-def test_two_workers_share_one_study_without_losing_or_repeating_a_trial(project):
-    set_tune(project, trials=5)
-    command = [sys.executable, "-m", "nmtbench", "tune", "tiny"]
-    workers = [subprocess.Popen(command, cwd=project, env=pipeline_env(WANDB_MODE="disabled"),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    for worker in workers:
-        _, errors = worker.communicate(timeout=300)
-        assert worker.returncode == 0, errors[-2000:]
-    params = load_params()
-    study = open_study(params.tune, study_name(params, "tiny", search_space(params, "tiny"),
-                       json.loads((project / "data/tokenized/vocab.json").read_text())["sha256"]),
-                       project / "tuning/tiny")
-    done = study.get_trials(states=(TrialState.COMPLETE,))
+@pytest.mark.parametrize("rdb", ["sqlite", "postgresql"])
+def test_two_workers_share_one_study_without_losing_or_repeating_a_trial(project, rdb):
+    """Workers on one machine share the SQLite file; on several, an RDB URL (a real server on the loopback)."""
+    with storage(rdb) as url:
+        set_tune(project, trials=5, storage=url)
+        command = [sys.executable, "-m", "nmtbench", "tune", "tiny"]
+        workers = [subprocess.Popen(command, cwd=project, env=pipeline_env(WANDB_MODE="disabled"),
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        for worker in workers:
+            _, errors = worker.communicate(timeout=300)
+            assert worker.returncode == 0, errors[-2000:]
+        params = load_params()
+        study = open_study(params.tune, study_name(params, "tiny", search_space(params, "tiny"),
+                           json.loads((project / "data/tokenized/vocab.json").read_text())["sha256"]),
+                           project / "tuning/tiny")
+        done = study.get_trials(states=(TrialState.COMPLETE,))
     assert len(done) == 5
     assert len({json.dumps(t.params, sort_keys=True) for t in done}) == 5  # no trial twice
     assert sum(bool(t.user_attrs.get("default")) for t in done) == 1

@@ -32,9 +32,9 @@ $(VENV)/.installed:
 
 setup: $(VENV)/.installed ## create .venv and install the pinned dependencies from pyproject.toml
 
-repro: $(VENV)/.installed ## run the whole pipeline on the default params (dvc repro)
+repro: $(VENV)/.installed ## run the whole pipeline on the default params (dvc repro; JOBS=N: N stages at once)
 	nmtbench check
-	dvc repro
+	$(if $(JOBS),nmtbench launch --jobs $(JOBS),dvc repro)
 
 tune: $(VENV)/.installed ## tune every model on val BLEU (tune.trials trials each, 0 by default: set it first; docs/tuning.md)
 	nmtbench check

@@ -12,7 +12,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from nmtbench.config import ConfigError, DecodeConfig, load_params, resolve_device
+from nmtbench.config import ConfigError, DecodeConfig, LaunchConfig, load_params, resolve_device
 from nmtbench.provenance import version_line
 from nmtbench.quiet import quiet_third_parties
 from nmtbench.runs import RESULTS
@@ -166,6 +166,22 @@ def _check(args):
     print(f"{args.params}: valid ({len(params.models)} models x {len(params.seeds)} seeds)")
 
 
+def _launch(args):
+    from dvc.exceptions import DvcException
+
+    from nmtbench.launch import launch
+
+    if args.jobs is not None and args.jobs < 1:
+        raise ConfigError(f"--jobs: must be at least 1, got {args.jobs}")
+    params = load_params(args.params) if Path(args.params).is_file() else None
+    cfg = params.launch if params else LaunchConfig()
+    overrides = {key: value for key, value in (("jobs", args.jobs), ("executor", args.executor)) if value is not None}
+    try:
+        return launch(cfg.model_copy(update=overrides), targets=args.stages, train=params and params.train)
+    except DvcException as error:  # DVC's own words name the problem (a bad dvc.yaml, a locked repository)
+        raise ConfigError(f"dvc: {error}") from None
+
+
 def _workspace(args):
     from nmtbench.workspace import make_workspace
 
@@ -223,6 +239,12 @@ def build_parser() -> argparse.ArgumentParser:
                            help="at most this many padded source tokens per batch (default: evaluate.batch_tokens)")
     translate.add_argument("--device", choices=("auto", "cpu", "cuda"),
                            help="where to decode; auto: cuda when present (default: evaluate.device)")
+    launch = command("launch", _launch, "run the out-of-date stages as concurrent jobs (local processes or SLURM "
+                     "jobs through submitit), each recorded in dvc.lock as dvc repro does; params.yaml's launch block "
+                     "says how (docs/scaling.md)")
+    launch.add_argument("stages", nargs="*", help="only these stages and what they need (default: every stage)")
+    launch.add_argument("--jobs", type=int, help="stages at once (default: launch.jobs)")
+    launch.add_argument("--executor", choices=("auto", "local", "slurm"), help="default: launch.executor")
     workspace = command("workspace", _workspace, "a separate DVC workspace running params.yaml + profiles")
     workspace.add_argument("target", help="folder to create or refresh")
     workspace.add_argument("--profile", required=True, action="append",
@@ -235,14 +257,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     quiet_third_parties()
     try:
-        args.run(args)
+        code = args.run(args)
     except (ValueError, OSError) as error:
         if os.environ.get("NMTBENCH_DEBUG"):
             raise
         problem = str(error) if isinstance(error, (ValueError, FileNotFoundError)) else system_problem(error)
         print(f"nmtbench {args.command}: error: {problem}", file=sys.stderr)
         return 2
-    return 0
+    return code or 0
 
 
 # what to do about the operating system refusing a read or a write

@@ -458,6 +458,38 @@ class ReportConfig(Block):
     attention_sentence: int = Field(0, ge=0)
 
 
+class SlurmConfig(Block):
+    """What `nmtbench launch` asks SLURM for, per job (sbatch flags through submitit)."""
+    where: ClassVar[str] = "launch.slurm"
+    partition: str | None = None  # None: the cluster's default partition
+    time_min: int = Field(240, gt=0)  # the job's time limit in minutes
+    account: str | None = None
+    cpus_per_job: int | None = Field(None, gt=0)  # None: launch.threads_per_job
+    mem_gb: float | None = Field(None, gt=0)  # None: the partition's default
+    extra: dict[str, str | int] = Field(
+        {}, description="expected sbatch flags without their dashes, e.g. {{qos: high, constraint: a100}}, "
+                        "got {value!r}")
+
+
+class LaunchConfig(Block):
+    """How `nmtbench launch` runs the stages DVC finds out of date: where, how many at once, with which devices.
+    No stage reads it, so changing it reruns nothing."""
+    where: ClassVar[str] = "launch"
+    executor: Literal["auto", "local", "slurm"] = "auto"  # auto: slurm where sbatch is on PATH, else local
+    jobs: int = Field(2, gt=0)  # stages running at once
+    threads_per_job: int | None = Field(None, gt=0)  # None: this machine's cores split between the jobs
+    gpus_per_job: int = Field(0, ge=0)
+    jobs_per_gpu: int = Field(1, gt=0)  # small models packed on one GPU
+    slurm: SlurmConfig = Field(default_factory=SlurmConfig)
+
+    @model_validator(mode="after")
+    def _packing_needs_one_gpu(self):
+        if self.jobs_per_gpu > 1 and self.gpus_per_job > 1:
+            raise ConfigError(f"launch.jobs_per_gpu: {self.jobs_per_gpu} jobs share a GPU only with "
+                              f"gpus_per_job 1, got {self.gpus_per_job}; set gpus_per_job: 1 or jobs_per_gpu: 1")
+        return self
+
+
 class Params(Block):
     """The whole of params.yaml; the blocks in the order `params: unknown block(s)` lists them."""
     data: DataConfig = Field(default_factory=DataConfig)
@@ -474,6 +506,7 @@ class Params(Block):
     seeds: Annotated[list[int], holds(distinct)] = Field(  # the grid is models x seeds
         [42], min_length=1, description="expected a list of distinct integers, e.g. [42] or [1, 2, 3], got {value!r}")
     analyze: AnalyzeConfig | None = None  # only the analyze stage reads it
+    launch: LaunchConfig = Field(default_factory=LaunchConfig)  # nmtbench launch; no stage reads it
 
     @model_validator(mode="after")
     def _names_refer_to_the_grid(self):

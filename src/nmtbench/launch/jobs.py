@@ -1,0 +1,114 @@
+"""The jobs: one stage's command per submitit job, on this machine (LocalExecutor) or as a SLURM job, with its
+threads and GPUs set and its output in a log file of its own."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import submitit
+
+from nmtbench.config import ConfigError, LaunchConfig, TrainConfig
+
+LOCAL_TIMEOUT_MIN = 7 * 24 * 60  # submitit's local jobs stop after 2 minutes unless told otherwise
+
+
+class StageFailed(RuntimeError):
+    """A stage's command ended with a non-zero exit status."""
+
+
+def run_stage(cmd: str, cwd: str, log: str, env: dict[str, str]) -> None:
+    """Run cmd in cwd, its output appended to log (the function each job runs). The command runs in a session of
+    its own, ended with the job: a cancelled job (Ctrl-C, scancel) leaves no training behind."""
+    with open(log, "a", encoding="utf-8") as out:
+        process = subprocess.Popen(cmd, shell=True, cwd=cwd, env={**os.environ, **env}, stdout=out,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            code = process.wait()
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+                process.wait()
+    if code:
+        raise StageFailed(f"exit status {code}")
+
+
+def executor_kind(cfg: LaunchConfig) -> str:
+    if cfg.executor == "auto":
+        return "slurm" if shutil.which("sbatch") else "local"
+    if cfg.executor == "slurm" and not shutil.which("sbatch"):
+        raise ConfigError("launch.executor: slurm, but sbatch is not on PATH; run on a SLURM login node, or set "
+                          "launch.executor: local")
+    return cfg.executor
+
+
+def threads_per_job(cfg: LaunchConfig, cores: int | None = None) -> int:
+    """launch.threads_per_job, or this machine's cores split between the jobs."""
+    return cfg.threads_per_job or max(1, (cores or os.cpu_count() or 1) // cfg.jobs)
+
+
+def make_executor(cfg: LaunchConfig, kind: str, folder: Path) -> submitit.Executor:
+    executor = submitit.AutoExecutor(folder=folder, cluster=kind)
+    if kind == "slurm":
+        slurm = cfg.slurm
+        executor.update_parameters(
+            timeout_min=slurm.time_min, cpus_per_task=slurm.cpus_per_job or threads_per_job(cfg, 1),
+            **{f"slurm_{key}": value for key, value in (("partition", slurm.partition), ("account", slurm.account))
+               if value is not None},
+            **({"mem_gb": slurm.mem_gb} if slurm.mem_gb else {}),
+            **({"slurm_additional_parameters": dict(slurm.extra)} if slurm.extra else {}))
+    else:
+        executor.update_parameters(timeout_min=LOCAL_TIMEOUT_MIN)
+    return executor
+
+
+def slurm_tasks(stage: str, cfg: LaunchConfig, train: TrainConfig | None) -> dict[str, int]:
+    """The nodes, tasks and GPUs of a stage's SLURM job: one task, but a training of train.num_nodes x
+    train.devices processes (DDP) gets one job of that many tasks, each task one of Lightning's ranks (Lightning
+    reads its rank from SLURM), as `srun` of the training would."""
+    if train is None or not stage.startswith("train@") or train.num_nodes * train.devices == 1:
+        return {"nodes": 1, "tasks_per_node": 1, "gpus_per_node": cfg.gpus_per_job}
+    gpus = train.devices if train.accelerator != "cpu" else 0
+    return {"nodes": train.num_nodes, "tasks_per_node": train.devices, "gpus_per_node": gpus}
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this machine lets the launcher use: CUDA_VISIBLE_DEVICES when set, else every one torch sees."""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return [gpu for gpu in listed.split(",") if gpu.strip()]
+    import torch
+
+    return [str(index) for index in range(torch.cuda.device_count())]
+
+
+def local_slots(cfg: LaunchConfig, gpus: list[str]) -> int:
+    """How many jobs run at once on this machine: launch.jobs, fewer when the GPUs cannot hold that many."""
+    if not cfg.gpus_per_job:
+        return cfg.jobs
+    groups = len(gpus) // cfg.gpus_per_job
+    if not groups:
+        raise ConfigError(f"launch.gpus_per_job: {cfg.gpus_per_job}, but this machine shows {len(gpus)} GPU(s); "
+                          "set it to 0 for CPU jobs, or lower it")
+    return min(cfg.jobs, groups * cfg.jobs_per_gpu)
+
+
+def slot_gpus(slot: int, gpus: list[str], gpus_per_job: int) -> list[str]:
+    """The GPUs of the job in slot (0 .. local_slots - 1): slots go round the groups of gpus_per_job GPUs, so
+    every GPU gets a job before any gets two (jobs_per_gpu packs them)."""
+    if not gpus_per_job:
+        return []
+    groups = len(gpus) // gpus_per_job
+    group = slot % groups
+    return gpus[group * gpus_per_job:(group + 1) * gpus_per_job]
+
+
+def job_env(threads: int, gpus: list[str] | None) -> dict[str, str]:
+    """A job's environment: its threads (torch takes OMP_NUM_THREADS for its thread pool) and, on this machine,
+    its GPUs (SLURM sets them itself)."""
+    env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    if gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    return env

@@ -1,0 +1,220 @@
+"""The launcher's loop: start each out-of-date stage once what it waits for is done, up to launch.jobs at once;
+record each finished one in dvc.lock, one at a time; report progress, failures with their logs, and Ctrl-C."""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dvc.exceptions import DvcException
+
+from nmtbench.config import ConfigError, LaunchConfig, TrainConfig
+from nmtbench.launch import jobs, stages
+
+FOLDER = Path("launch")  # logs, submitit's files and the lock; ignores itself for git
+POLL_SECONDS = 1.0
+SUMMARY_SECONDS = 60.0  # a progress line at least this often while jobs run
+TAIL_LINES = 15
+
+
+@dataclass
+class Running:
+    job: object  # a submitit.Job
+    slot: int
+    started: float = field(default_factory=time.monotonic)
+
+
+def launch(cfg: LaunchConfig, targets: list[str] | None = None, out=sys.stdout, train: TrainConfig | None = None
+           ) -> int:
+    """Run what DVC finds out of date in the current folder, the root of a DVC project (as `dvc repro` does); 0 when
+    every stage ended recorded, 1 when one failed, 130 on Ctrl-C. train: the project's train block, whose
+    num_nodes and devices size a DDP training's SLURM job."""
+    root = Path.cwd()
+    folder = FOLDER
+    (folder / "logs").mkdir(parents=True, exist_ok=True)
+    (folder / ".gitignore").write_text("*\n")
+    with LaunchLock(folder / "launch.lock"):
+        kind = jobs.executor_kind(cfg)
+        gpus = jobs.visible_gpus() if kind == "local" and cfg.gpus_per_job else []
+        slots = jobs.local_slots(cfg, gpus) if kind == "local" else cfg.jobs
+        todo = stages.plan(root, targets)
+        if not todo:
+            print("nmtbench launch: every stage is up to date", file=out)
+            return 0
+        executor = jobs.make_executor(cfg, kind, folder / "submitit")
+        print(f"nmtbench launch: {len(todo)} stage(s) to check, {slots} {kind} job(s) at once, "
+              f"{jobs.threads_per_job(cfg)} thread(s) each; logs in {folder / 'logs'}", file=out)
+        return Loop(cfg, root, kind, gpus, slots, executor, todo, out, train).run()
+
+
+class Loop:
+    def __init__(self, cfg, root, kind, gpus, slots, executor, todo, out, train):
+        self.cfg, self.root, self.kind, self.gpus, self.slots = cfg, root, kind, gpus, slots
+        self.executor, self.out, self.train = executor, out, train
+        self.pending = list(todo)  # upstream first
+        self.running: dict[str, Running] = {}
+        self.done: set[str] = set()  # run and recorded, or found up to date
+        self.failed: dict[str, str] = {}  # stage -> why
+        self.started = time.monotonic()
+
+    def run(self) -> int:
+        last_summary = 0.0
+        signal.signal(signal.SIGTERM, interrupt)  # `kill` of the launcher cancels its jobs as Ctrl-C does
+        try:
+            while self.pending or self.running:
+                changed = self.start_ready() | self.collect_finished()
+                if changed or time.monotonic() - last_summary > SUMMARY_SECONDS:
+                    self.summary()
+                    last_summary = time.monotonic()
+                time.sleep(POLL_SECONDS)
+        except KeyboardInterrupt:
+            self.cancel()
+            print(f"\nnmtbench launch: interrupted; cancelled {len(self.running)} job(s): "
+                  f"{', '.join(self.running) or 'none'} (a rerun resumes what is missing)", file=self.out)
+            return 130
+        except BaseException:  # the launcher's own failure (say, sbatch refusing a job) leaves no job behind
+            self.cancel()
+            raise
+        for name, why in self.failed.items():
+            print(f"failed: {name}: {why}", file=self.out)
+        return 1 if self.failed else 0
+
+    def start_ready(self) -> bool:
+        changed = False
+        for stage in list(self.pending):
+            if stage.needs & set(self.failed):
+                self.pending.remove(stage)
+                self.failed[stage.name] = f"not run: {', '.join(sorted(stage.needs & set(self.failed)))} failed"
+                changed = True
+            elif stage.needs <= self.done and len(self.running) < self.slots:
+                self.pending.remove(stage)
+                changed = True
+                if not stages.prepare(self.root, stage.name):
+                    self.done.add(stage.name)
+                    print(f"up to date: {stage.name}", file=self.out)
+                    continue
+                self.submit(stage)
+        return changed
+
+    def submit(self, stage: stages.Stage) -> None:
+        slot = min(set(range(self.slots)) - {r.slot for r in self.running.values()})
+        gpus = jobs.slot_gpus(slot, self.gpus, self.cfg.gpus_per_job) if self.kind == "local" else None
+        log = self.log(stage.name)
+        log.write_text(f"$ {stage.cmd}\n")
+        if self.kind == "slurm":
+            self.executor.update_parameters(**jobs.slurm_tasks(stage.name, self.cfg, self.train))
+        job = self.executor.submit(jobs.run_stage, stage.cmd, str(self.root), str(self.root / log),
+                                   jobs.job_env(jobs.threads_per_job(self.cfg), gpus))
+        self.running[stage.name] = Running(job, slot)
+        where = f" on GPU {','.join(gpus)}" if gpus else ""
+        print(f"started: {stage.name} (job {job.job_id}{where})", file=self.out)
+
+    def collect_finished(self) -> bool:
+        finished = [(name, running) for name, running in self.running.items() if running.job.done()]
+        for name, running in finished:
+            del self.running[name]
+            elapsed = clock(time.monotonic() - running.started)
+            error = running.job.exception()
+            problem = error_line(error) if error else self.record(name)
+            if problem is None:
+                self.done.add(name)
+                print(f"done: {name} in {elapsed}", file=self.out)
+            else:
+                self.failed[name] = f"{problem} after {elapsed}; log: {self.log(name)}"
+                print(f"FAILED: {name} ({problem}) after {elapsed}; last lines of {self.log(name)}:\n"
+                      f"{tail(self.log(name))}", file=self.out)
+        return bool(finished)
+
+    def record(self, name: str) -> str | None:
+        """Record a stage whose command ended well, one at a time (dvc.lock has one writer); what DVC refuses to
+        record (an output the command did not write) fails the stage."""
+        try:
+            stages.record(self.root, name)
+        except DvcException as error:
+            return f"dvc could not record it: {error}"
+        return None
+
+    def cancel(self) -> None:
+        for running in self.running.values():
+            running.job.cancel(check=False)
+
+    def summary(self) -> None:
+        running = ", ".join(f"{name} {clock(time.monotonic() - r.started)}" for name, r in self.running.items())
+        print(f"[{clock(time.monotonic() - self.started)}] {len(self.done)} done, {len(self.running)} running"
+              f"{f' ({running})' if running else ''}, {len(self.pending)} pending, {len(self.failed)} failed",
+              file=self.out)
+
+    def log(self, name: str) -> Path:
+        return FOLDER / "logs" / f"{name}.log"
+
+
+def interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def error_line(error: BaseException) -> str:
+    """The line naming what ended a job: submitit wraps the job's exception in its traceback between two rules of
+    dashes; a job that died without one (killed) has submitit's own first line."""
+    parts = str(error).split("-" * 22)
+    lines = [line.strip() for line in (parts[1] if len(parts) > 2 else parts[0]).splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    last = lines[-1] if len(parts) > 2 else lines[0]
+    kind, colon, message = last.partition(": ")
+    return f"{kind.rsplit('.', 1)[-1]}{colon}{message}"
+
+
+def tail(path: Path, lines: int = TAIL_LINES) -> str:
+    text = path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []
+    return "\n".join(f"    {line}" for line in text[-lines:])
+
+
+def clock(seconds: float) -> str:
+    minutes, seconds = divmod(int(seconds), 60)
+    return f"{minutes}m{seconds:02d}s"
+
+
+class LaunchLock:
+    """One launch per workspace: a file holding the launcher's pid, taken over when that process is gone."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __enter__(self):
+        for _ in range(2):  # a lock left by a dead launcher is removed, then taken
+            try:
+                descriptor = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                owner = lock_owner(self.path)
+                if owner and alive(owner):
+                    raise ConfigError(f"another nmtbench launch (pid {owner}) is running in this workspace; wait "
+                                      f"for it or stop it (kill {owner}), then rerun") from None
+                self.path.unlink(missing_ok=True)
+                continue
+            os.write(descriptor, f"{os.getpid()}\n".encode())
+            os.close(descriptor)
+            return self
+        raise ConfigError(f"{self.path}: could not take the launch lock; delete it if no launch runs, then rerun")
+
+    def __exit__(self, *exc):
+        self.path.unlink(missing_ok=True)
+
+
+def lock_owner(path: Path) -> int:
+    try:
+        return int(path.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return 0
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

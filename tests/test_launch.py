@@ -1,0 +1,295 @@
+"""nmtbench launch on a toy DVC project of shell stages (seconds, no training): concurrent jobs recorded as
+`dvc repro` records them, a failed stage named while the others go on, reruns, the launch lock, GPUs per job."""
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers.fake_slurm import fake_slurm
+from helpers.project import pipeline_env
+from nmtbench.cli import main
+from nmtbench.config import ConfigError, LaunchConfig, SlurmConfig, TrainConfig, parse_params
+from nmtbench.launch import launch
+from nmtbench.launch.jobs import job_env, local_slots, slot_gpus, slurm_tasks, threads_per_job
+from nmtbench.launch.scheduler import LaunchLock, alive
+
+# a fans out to b@1 and b@2, which c joins; b sleeps so that both b run at once
+TOY = """
+stages:
+  a:
+    cmd: echo a > a.txt
+    outs: [a.txt]
+  b:
+    matrix:
+      n: [1, 2]
+    cmd: sleep 1 && cat a.txt > b${item.n}.txt && echo ${item.n} $OMP_NUM_THREADS >> b${item.n}.txt
+    deps: [a.txt]
+    outs: ["b${item.n}.txt"]
+  c:
+    cmd: cat b1.txt b2.txt > c.txt
+    deps: [b1.txt, b2.txt]
+    outs: [c.txt]
+"""
+LOCAL = LaunchConfig(executor="local", jobs=2, threads_per_job=1)
+
+
+def runner(folder: Path):
+    """run(*command): a command in folder, its output captured."""
+    env = pipeline_env()
+
+    def run(*command, check=True):
+        return subprocess.run(command, cwd=folder, env=env, check=check, capture_output=True, text=True)
+    return run
+
+
+def toy_project(folder: Path, dvc_yaml: str = TOY):
+    """A git + DVC project of dvc_yaml in folder; returns run(*command)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    run = runner(folder)
+    run("git", "init", "-q")
+    run(sys.executable, "-m", "dvc", "init", "-q")
+    (folder / "dvc.yaml").write_text(dvc_yaml)
+    return run
+
+
+def launched(folder: Path, cfg: LaunchConfig = LOCAL, targets=None) -> tuple[int, str]:
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        code = launch(cfg, targets, out)
+    return code, out.getvalue()
+
+
+def lock_stages(folder: Path) -> dict:
+    return yaml.safe_load((folder / "dvc.lock").read_text())["stages"]
+
+
+@pytest.mark.slow
+def test_two_jobs_write_the_dvc_lock_of_a_sequential_repro(tmp_path):
+    run = toy_project(tmp_path / "launched")
+    code, printed = launched(tmp_path / "launched")
+    assert code == 0
+    assert [line.split()[1] for line in printed.splitlines() if line.startswith("done:")][-1] == "c"
+    assert "Data and pipelines are up to date." in run("dvc", "status").stdout
+    assert "didn't change, skipping" in run("dvc", "repro").stdout
+    sequential = toy_project(tmp_path / "sequential")
+    sequential("dvc", "repro")
+    assert lock_stages(tmp_path / "launched") == lock_stages(tmp_path / "sequential")
+    assert (tmp_path / "launched/b2.txt").read_text() == "a\n2 1\n"  # OMP_NUM_THREADS: threads_per_job
+    assert (tmp_path / "launched/launch/logs/c.log").read_text() == "$ cat b1.txt b2.txt > c.txt\n"
+    assert launched(tmp_path / "launched") == (0, "nmtbench launch: every stage is up to date\n")
+
+
+@pytest.mark.slow
+def test_results_pushed_to_a_dvc_remote_are_pulled_elsewhere_without_rerunning(tmp_path):
+    """Sharing the results of a launch the DVC way: dvc push on one machine, dvc pull in a fresh clone."""
+    run = toy_project(tmp_path / "here")
+    assert launched(tmp_path / "here")[0] == 0
+    run("dvc", "remote", "add", "-d", "shared", str(tmp_path / "remote"))
+    run("dvc", "push")
+    run("git", "add", "-A")
+    run("git", "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-qm", "results")
+    subprocess.run(["git", "clone", "-q", str(tmp_path / "here"), str(tmp_path / "elsewhere")], check=True)
+    elsewhere = runner(tmp_path / "elsewhere")
+    elsewhere("dvc", "pull")
+    assert (tmp_path / "elsewhere/c.txt").read_text() == "a\n1 1\na\n2 1\n"
+    assert "Data and pipelines are up to date." in elsewhere("dvc", "status").stdout
+    assert launched(tmp_path / "elsewhere") == (0, "nmtbench launch: every stage is up to date\n")
+
+
+@pytest.mark.slow
+def test_a_failed_stage_is_named_with_its_log_and_the_others_go_on(tmp_path):
+    # b@2 fails until a file `fixed` appears (no dep: fixing it changes no stage)
+    failing = TOY.replace("cat a.txt > b${item.n}.txt", "test ${item.n} = 1 || test -e fixed || "
+                          "{ echo no b$(echo 2); exit 3; }; cat a.txt > b${item.n}.txt")
+    run = toy_project(tmp_path, failing)
+    code, printed = launched(tmp_path)
+    log = tmp_path / "launch/logs/b@2.log"
+    assert code == 1
+    assert "FAILED: b@2 (StageFailed: exit status 3) after 0m0" in printed
+    assert f"last lines of {log.relative_to(tmp_path)}:\n    $ sleep 1 && test 2 = 1 || test -e fixed" in printed
+    assert "\n    no b2\n" in printed
+    assert "\nfailed: b@2: StageFailed: exit status 3 after 0m0" in printed
+    assert printed.endswith("\nfailed: c: not run: b@2 failed\n")
+    assert "done: b@1" in printed and "started: c" not in printed
+    assert "b@1" not in run("dvc", "status").stdout  # recorded though its sibling failed
+    (tmp_path / "dvc.yaml").write_text(TOY.replace("cmd: echo a > a.txt", "cmd: echo a > not-a.txt"))
+    code, printed = launched(tmp_path)  # a command that ends well without writing its output fails too
+    assert code == 1 and "FAILED: a (dvc could not record it: output 'a.txt' does not exist) after " in printed
+    (tmp_path / "dvc.yaml").write_text(failing)
+
+    (tmp_path / "fixed").touch()  # the rerun runs what is missing only
+    code, printed = launched(tmp_path)
+    assert code == 0
+    # a lost its output to the run that failed it; b@1 finds a rebuilt unchanged
+    assert [line.split()[1] for line in printed.splitlines() if line.startswith("started:")] == ["a", "b@2", "c"]
+    assert "up to date: b@1" in printed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_cancels_the_running_jobs_and_says_so(tmp_path, signum):
+    toy_project(tmp_path, "stages:\n  slow:\n    cmd: echo $$ > slow.pid && sleep 120 && touch slow.txt\n"
+                          "    outs: [slow.txt]\n")
+    command = [sys.executable, "-m", "nmtbench", "launch", "--executor", "local", "--jobs", "1"]
+    launcher = subprocess.Popen(command, cwd=tmp_path, env=pipeline_env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    while not (tmp_path / "slow.pid").is_file() or not (tmp_path / "slow.pid").read_text().endswith("\n"):
+        assert launcher.poll() is None
+        time.sleep(0.2)
+    launcher.send_signal(signum)
+    printed, _ = launcher.communicate(timeout=60)
+    assert launcher.returncode == 130
+    assert printed.endswith("nmtbench launch: interrupted; cancelled 1 job(s): slow (a rerun resumes what is "
+                            "missing)\n")
+    stage = int((tmp_path / "slow.pid").read_text())
+    for _ in range(50):  # the job's process group ends within seconds
+        if not alive(stage):
+            break
+        time.sleep(0.2)
+    assert not alive(stage)
+    assert not (tmp_path / "launch/launch.lock").exists()
+
+
+@pytest.mark.slow
+def test_a_killed_job_is_rerun_by_the_next_launch_and_keeps_its_persistent_output(tmp_path):
+    """As a killed training resumes from the checkpoint in its persistent model folder."""
+    run = toy_project(tmp_path, """
+stages:
+  train:
+    cmd: mkdir -p state && if [ -e state/runs ]; then echo resumed >> state/runs && cp state/runs done.txt;
+      else echo started >> state/runs && echo $$ > train.pid && sleep 120; fi
+    outs:
+      - state:
+          persist: true
+      - done.txt
+""")
+    pid_file = tmp_path / "train.pid"
+
+    def kill_the_stage():
+        while not pid_file.is_file() or not pid_file.read_text().endswith("\n"):
+            time.sleep(0.2)
+        os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_the_stage)
+    killer.start()
+    code, printed = launched(tmp_path)
+    killer.join()
+    assert code == 1 and "FAILED: train (StageFailed: exit status -9)" in printed
+    code, printed = launched(tmp_path)
+    assert code == 0 and "started: train" in printed
+    assert (tmp_path / "done.txt").read_text() == "started\nresumed\n"
+    assert "Data and pipelines are up to date." in run("dvc", "status").stdout
+
+
+def test_a_second_launch_in_one_workspace_refuses_in_one_line(tmp_path):
+    lock = tmp_path / "launch.lock"
+    lock.write_text(f"{os.getppid()}\n")  # a live process: pytest's parent
+    with pytest.raises(ConfigError, match=rf"^another nmtbench launch \(pid {os.getppid()}\) is running in this "
+                                          rf"workspace; wait for it or stop it \(kill {os.getppid()}\), then rerun$"):
+        with LaunchLock(lock):
+            pass
+    lock.write_text("999999999\n")  # no such process: a launcher killed without cleaning up
+    with LaunchLock(lock):
+        assert lock.read_text() == f"{os.getpid()}\n"
+    assert not lock.exists()
+
+
+@pytest.mark.parametrize("slot, gpus, per_job, expected", [
+    (0, ["0", "1"], 0, []),
+    (0, ["0", "1", "2", "3"], 1, ["0"]),
+    (3, ["0", "1", "2", "3"], 1, ["3"]),
+    (5, ["0", "1", "2", "3"], 1, ["1"]),  # packed: the second job on GPU 1
+    (1, ["0", "1", "2", "3"], 2, ["2", "3"]),
+    (1, ["4", "6"], 1, ["6"]),  # the launcher's own CUDA_VISIBLE_DEVICES, kept
+])
+def test_each_slot_sees_its_own_gpus(slot, gpus, per_job, expected):
+    assert slot_gpus(slot, gpus, per_job) == expected
+
+
+def test_jobs_at_once_are_bounded_by_the_gpus():
+    gpus = ["0", "1", "2", "3"]
+    assert local_slots(LaunchConfig(jobs=16, gpus_per_job=1, jobs_per_gpu=2), gpus) == 8
+    assert local_slots(LaunchConfig(jobs=3, gpus_per_job=1, jobs_per_gpu=2), gpus) == 3
+    assert local_slots(LaunchConfig(jobs=16, gpus_per_job=2), gpus) == 2
+    assert local_slots(LaunchConfig(jobs=16), []) == 16
+    with pytest.raises(ConfigError, match=r"^launch.gpus_per_job: 1, but this machine shows 0 GPU\(s\); set it to 0"):
+        local_slots(LaunchConfig(gpus_per_job=1), [])
+
+
+def test_a_ddp_training_is_one_slurm_job_of_nodes_x_devices_tasks():
+    cfg, ddp = LaunchConfig(gpus_per_job=1), TrainConfig(accelerator="gpu", devices=4, num_nodes=2, strategy="ddp")
+    assert slurm_tasks("train@transformer-42", cfg, ddp) == {"nodes": 2, "tasks_per_node": 4, "gpus_per_node": 4}
+    assert slurm_tasks("evaluate@transformer-42", cfg, ddp) == {"nodes": 1, "tasks_per_node": 1, "gpus_per_node": 1}
+    assert slurm_tasks("train@transformer-42", cfg, TrainConfig()) == {"nodes": 1, "tasks_per_node": 1,
+                                                                       "gpus_per_node": 1}
+    assert slurm_tasks("train@cnn-1", cfg, TrainConfig(devices=2, strategy="ddp"))["gpus_per_node"] == 0  # CPU
+
+
+def test_threads_and_devices_of_a_job():
+    assert threads_per_job(LaunchConfig(jobs=2), cores=8) == 4
+    assert threads_per_job(LaunchConfig(jobs=16), cores=8) == 1
+    assert threads_per_job(LaunchConfig(jobs=2, threads_per_job=3), cores=8) == 3
+    assert job_env(2, ["1", "3"]) == {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "CUDA_VISIBLE_DEVICES": "1,3"}
+    assert job_env(1, []) == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    assert "CUDA_VISIBLE_DEVICES" not in job_env(1, None)  # SLURM sets a job's GPUs
+
+
+@pytest.mark.parametrize("launch_block, message", [
+    ({"executor": "ray"}, "launch.executor: 'ray' is not valid; choose one of auto, local, slurm"),
+    ({"jobs": 0}, "launch.jobs: must be > 0, got 0"),
+    ({"gpus_per_job": 2, "jobs_per_gpu": 2}, "launch.jobs_per_gpu: 2 jobs share a GPU only with gpus_per_job 1, "
+                                             "got 2; set gpus_per_job: 1 or jobs_per_gpu: 1"),
+    ({"slurm": {"queue": "x"}}, "launch.slurm: unknown key(s) queue; valid keys are partition, time_min"),
+    ({"slurm": {"extra": ["--qos=high"]}}, "launch.slurm.extra: expected dict, got ['--qos=high']"),
+])
+def test_bad_launch_blocks_are_refused_in_one_line(launch_block, message):
+    raw = yaml.safe_load(Path("params.yaml").read_text())
+    raw["launch"] = launch_block
+    with pytest.raises(ConfigError) as error:
+        parse_params(raw)
+    assert str(error.value).startswith(message) and "\n" not in str(error.value)
+
+
+def test_no_stage_depends_on_the_launch_block():
+    """Changing how the grid runs must not rerun it."""
+    stages = yaml.safe_load(Path("dvc.yaml").read_text())["stages"]
+    assert not [name for name, stage in stages.items()
+                if any(str(param).split(".")[0] == "launch" for param in stage.get("params", []))]
+
+
+@pytest.mark.slow
+def test_slurm_jobs_are_submitted_with_the_launch_blocks_flags(tmp_path, monkeypatch):
+    """No SLURM here: sbatch, srun and sacct stand-ins run each job locally and keep what was submitted."""
+    bin_dir, submitted = fake_slurm(tmp_path / "slurm")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    run = toy_project(tmp_path / "project")
+    cfg = LaunchConfig(executor="auto", jobs=2, threads_per_job=3, gpus_per_job=1, slurm=SlurmConfig(
+        partition="gpu", time_min=30, account="nmt", mem_gb=4, extra={"qos": "high"}))
+    code, printed = launched(tmp_path / "project", cfg)
+    assert code == 0, printed
+    assert "4 stage(s) to check, 2 slurm job(s) at once" in printed
+    scripts = sorted(submitted.glob("*.sbatch"))
+    assert len(scripts) == 4  # one job per stage
+    flags = {line for line in scripts[0].read_text().splitlines() if line.startswith("#SBATCH")}
+    assert {"#SBATCH --partition=gpu", "#SBATCH --time=30", "#SBATCH --account=nmt", "#SBATCH --cpus-per-task=3",
+            "#SBATCH --mem=4GB", "#SBATCH --qos=high", "#SBATCH --gpus-per-node=1", "#SBATCH --nodes=1"} <= flags
+    assert "Data and pipelines are up to date." in run("dvc", "status").stdout
+    assert (tmp_path / "project/b1.txt").read_text() == "a\n1 3\n"
+
+
+def test_launch_has_help_and_refuses_a_bad_jobs_count_in_one_line(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["launch", "--help"])
+    assert done.value.code == 0 and "--jobs JOBS" in capsys.readouterr().out
+    assert main(["launch", "--jobs", "0"]) == 2
+    assert capsys.readouterr().err == "nmtbench launch: error: --jobs: must be at least 1, got 0\n"
