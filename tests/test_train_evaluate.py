@@ -55,8 +55,8 @@ def trained(trained_copy, monkeypatch):
 def test_train_writes_checkpoint_metrics_and_an_offline_wandb_run(project):
     metrics = train(project, "tiny")
     assert set(metrics) == {"params", "train_seconds", "train_tokens_per_s", "best_val_loss", "best_val_ppl",
-                            "best_val_bleu", "steps", "epochs", "target_tokens", "train_flops"}
-    assert metrics["epochs"] == 2 and metrics["steps"] > 0
+                            "best_val_bleu", "steps", "epochs", "target_tokens", "train_flops", "precision"}
+    assert metrics["epochs"] == 2 and metrics["steps"] > 0 and metrics["precision"] == "32-true"
     assert json.loads(open("metrics/tiny/seed42/train.json").read()) == metrics
     assert sorted(p.name for p in Path("models/tiny/seed42").iterdir()) == ["best.ckpt", "spm.model", "vocab.json"]
     (run,) = Path("wandb").glob("offline-run-*")
@@ -127,7 +127,7 @@ def test_bf16_mixed_precision_trains_on_cpu_and_val_bleu_can_be_off(project):
         hook.remove()
     assert torch.bfloat16 in linear_outputs
     _, rows = read_curve()
-    assert metrics["steps"] > 0 and math.isfinite(metrics["best_val_loss"])
+    assert metrics["steps"] > 0 and math.isfinite(metrics["best_val_loss"]) and metrics["precision"] == "bf16-mixed"
     assert len(rows) == 2 and all(math.isfinite(row["train_loss"]) and math.isfinite(row["val_loss"]) for row in rows)
     assert metrics["best_val_bleu"] is None and all(row["val_bleu"] is None for row in rows)
 
