@@ -43,6 +43,7 @@ from nmtbench.config import load_params
 from nmtbench.data.batching import PairDataset, TokenBatchSampler
 from nmtbench.data.tokenizer import PAD, load_tokenized
 from nmtbench.models.flops import training_step_flops
+from nmtbench.training.allocator import reuse_freed_memory
 from nmtbench.training.module import TranslationModule, adam
 from nmtbench.training.precision import precision_plugin
 
@@ -171,6 +172,7 @@ def main() -> None:
                         help="print where the steps' time goes (matrix products, dropout, casts, ...) instead")
     args = parser.parse_args()
 
+    reuse_freed_memory()  # as training does
     params = load_params()
     blocks = {name: PEER_BLOCKS.get(name) or params.model_block(name) for name in args.models}
     train = PairDataset(load_tokenized(args.tokenized_dir)["train"])

@@ -19,6 +19,7 @@ from nmtbench.loading import read_vocab
 from nmtbench.models.registry import model_config
 from nmtbench.runs import RunPaths
 from nmtbench.tracking import finish_run, make_wandb_logger, run_tags
+from nmtbench.training.allocator import reuse_freed_memory
 from nmtbench.training.budget import ValidateLastStep, budget_limits
 from nmtbench.training.checkpoints import AtomicCheckpointIO, average_state_dicts, resumable_checkpoint
 from nmtbench.training.curves import LearningCurve, ValidationBleu
@@ -45,6 +46,7 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
     L.seed_everything(seed, workers=True, verbose=False)
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
+    reuse_freed_memory()
 
     module = TranslationModule(name, block, vocab["size"], PAD, vocab["sha256"], cfg.model_dump(), seed)
     data = TranslationData(tokenized_dir, cfg.batch_tokens, seed, cfg.num_workers)
