@@ -132,6 +132,19 @@ def test_bf16_mixed_precision_trains_on_cpu_and_val_bleu_can_be_off(project):
     assert metrics["best_val_bleu"] is None and all(row["val_bleu"] is None for row in rows)
 
 
+def test_bf16_training_stays_within_a_hundredth_of_fp32s_val_loss_at_the_same_updates(project):
+    runs = {}
+    for precision in ("32-true", "bf16-mixed"):
+        cfg = project.train.model_copy(update={"precision": precision, "val_bleu_sentences": 0, "max_epochs": 6,
+                                                 "lr": 0.005})
+        runs[precision] = (train(project.model_copy(update={"train": cfg}), "tiny"), read_curve()[1])
+    (fp32, fp32_curve), (bf16, bf16_curve) = runs["32-true"], runs["bf16-mixed"]
+    assert bf16["steps"] == fp32["steps"] and [r["step"] for r in bf16_curve] == [r["step"] for r in fp32_curve]
+    assert fp32_curve[-1]["val_loss"] < fp32_curve[0]["val_loss"] - 0.5  # it learns: the gap is not of two idle runs
+    gaps = [abs(b["val_loss"] - f["val_loss"]) for b, f in zip(bf16_curve, fp32_curve)]
+    assert max(gaps) < 0.01, gaps
+
+
 def test_evaluate_and_beam_sweep_score_every_sentence(trained):
     metrics = evaluate(trained, "tiny")
     test_sets = load_tokenized("data/tokenized")
