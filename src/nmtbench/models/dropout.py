@@ -13,7 +13,8 @@ element is dropped with probability q = round(256 p) / 256 (p = 0.1 drops 10.16%
 equals the input. Rates within 1/512 of 0 or 1, which a byte cannot tell from 0 or 1, use torch's
 dropout as it is. Masks come from torch's default generator, so they are fixed by the seed
 (torch.manual_seed, Lightning's seed_everything) and restored with its state when a run resumes.
-Off in eval mode. On a GPU, torch's fused dropout kernel is already cheap and is used as it is.
+Off in eval mode. On a GPU, torch's fused dropout kernel is already cheap and is used as it is, and so
+is torch's dropout in a model under torch.compile (train.compile), which generates its masks itself.
 """
 from __future__ import annotations
 
@@ -63,8 +64,8 @@ def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
         return x
     if not 0 < p < 1:
         raise ValueError(f"dropout probability must be in [0, 1), got {p}")
-    if x.device.type != "cpu" or not quantisable(p):
-        return F.dropout(x, p, True)
+    if x.device.type != "cpu" or not quantisable(p) or torch.compiler.is_compiling():
+        return F.dropout(x, p, True)  # under torch.compile, fused with the compiler's own random numbers
     with torch.profiler.record_function("dropout"):  # so a profile charges the mask's passes to dropout
         return x * dropout_mask(x, p)
 
