@@ -246,7 +246,7 @@ class TrainConfig(Block):
     devices: int = Field(1, gt=0)
     num_nodes: int = Field(1, gt=0)
     strategy: Literal["auto", "ddp"] = "auto"
-    precision: Literal["32-true", "bf16-mixed", "16-mixed"] = "32-true"
+    precision: Literal["32-true", "bf16-mixed", "16-mixed", "auto"] = "32-true"
     deterministic: bool = False
     num_threads: int = Field(0, ge=0)
     num_workers: int = Field(0, ge=0)

@@ -1,5 +1,5 @@
 """Encoder-decoder attention for the recurrent family: dot and general (Luong), reduced-rank general
-(W = U^T V), additive (Bahdanau).
+(W = U^T V), additive (Bahdanau); and the Transformers' scaled dot product with dropout on its weights.
 
 Each scorer splits its work in two: `keys(encoder_outputs)` runs once per source sentence (and is cached
 in the decoder state), `scores(query, keys)` runs once per target step. That split is what makes
@@ -7,8 +7,13 @@ incremental decoding cheap for additive attention, whose key projection would ot
 """
 from __future__ import annotations
 
+import math
+
 import torch
+import torch.nn.functional as F
 from torch import nn
+
+from nmtbench.models.dropout import dropout
 
 ATTENTION_KINDS = ("none", "dot", "general", "reduced_rank", "additive")
 
@@ -73,3 +78,20 @@ def attend(scores: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> tu
     scores = scores.masked_fill(~mask.unsqueeze(1), float("-inf"))
     weights = torch.softmax(scores, dim=-1)
     return weights @ values, weights
+
+
+def scaled_dot_product(q, k, v, mask, dropout_p: float = 0.0, need_weights: bool = False):
+    """softmax(q k^T / sqrt(d/h) + mask) v for q (B, h, T, d/h) and k, v (B, h, S, d/h).
+
+    mask: None, boolean (True where a query may attend) or a float bias, broadcast to (B, h, T, S).
+    Returns the output (B, h, T, d/h) and, when asked or when dropping, the weights before dropout.
+    With neither, torch's fused kernel does it all; with dropout it is written out, because the fused
+    kernel's dropout draws its masks with bernoulli_, the cost models/dropout.py removes.
+    """
+    if not dropout_p and not need_weights:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask), None
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores + mask if mask.is_floating_point() else scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)  # (B, h, T, S)
+    return dropout(weights, dropout_p) @ v, weights

@@ -16,6 +16,7 @@ from torch import nn
 
 from nmtbench.config import Block, ConfigError
 from nmtbench.models.attention import attend
+from nmtbench.models.dropout import Dropout
 from nmtbench.models.interface import DecoderState, Seq2Seq
 
 RESIDUAL_SCALE = math.sqrt(0.5)  # keeps the variance of a sum of two unit-variance terms at one
@@ -50,7 +51,7 @@ class ConvSeq2Seq(Seq2Seq):
         E, C, k = cfg.embed_dim, cfg.channels, cfg.kernel
         self.embed = nn.Embedding(vocab_size, E, padding_idx=pad_id)
         self.src_positions, self.tgt_positions = nn.Embedding(cfg.max_positions, E), nn.Embedding(cfg.max_positions, E)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout)
         self.enc_in, self.enc_out = nn.Linear(E, C), nn.Linear(C, E)
         self.enc_convs = nn.ModuleList(gated_conv(C, k) for _ in range(cfg.encoder_layers))
         self.dec_in, self.dec_out = nn.Linear(E, C), nn.Linear(C, E)

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from nmtbench.config import choice
+from nmtbench.models.dropout import Dropout
 from nmtbench.models.interface import DecoderState, Seq2Seq
 from nmtbench.models.transformer import Layer, TransformerConfig, sinusoids
 
@@ -42,7 +43,7 @@ class DecoderOnlySeq2Seq(Seq2Seq):
         self.segment = nn.Embedding(2, cfg.d_model)
         if cfg.positions == "learned":
             self.position_table = nn.Embedding(cfg.max_positions, cfg.d_model)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout)
         self.layers = nn.ModuleList(Layer(cfg, cross=False) for _ in range(cfg.layers))
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
         self.output = nn.Linear(cfg.d_model, vocab_size, bias=False)

@@ -20,6 +20,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nmtbench.models.attention import scaled_dot_product
+from nmtbench.models.dropout import dropout
+
 
 def check_length(length: int, max_positions: int, what: str) -> None:
     if length > max_positions:
@@ -93,7 +96,7 @@ class SparsePattern:
             parts.append(real & outside_window(self.random) & (self.random >= global_tokens) & ~repeated)
         self.visible = torch.cat(parts, dim=-1)[:, None]  # (B, 1, S, W + g + R)
 
-    def __call__(self, q, k, v, dropout: float):
+    def __call__(self, q, k, v, dropout_p: float):
         """q, k, v (B, h, S, d/h) -> attention output (B, h, S, d/h)."""
         B, h, S, dh = k.shape
         width, g = self.before + self.after + 1, self.g
@@ -115,13 +118,13 @@ class SparsePattern:
         scores = torch.cat(scores, dim=-1) / math.sqrt(dh)  # (B, h, S, W + g + R)
         # a finite floor, not -inf: a padding query far past its sentence sees no key and must stay finite
         scores = scores.masked_fill(~self.visible, torch.finfo(scores.dtype).min)
-        weights = F.dropout(torch.softmax(scores, dim=-1), dropout)
+        weights = dropout(torch.softmax(scores, dim=-1), dropout_p)
         w_win, w_glob, w_rand = weights.split([width, g, weights.size(-1) - width - g], dim=-1)
         out = torch.einsum("bhsw,bhsdw->bhsd", w_win, windows(v)) + w_glob @ first(v, g)
         if self.random is not None:
             out = out + torch.einsum("bhsr,bhsrd->bhsd", w_rand, gathered(v))
         if not g:
             return out
-        everything = F.scaled_dot_product_attention(first(q, g), k, v, attn_mask=self.key_mask[:, None, None, :],
-                                                    dropout_p=dropout)  # (B, h, g, d/h)
+        key_mask = self.key_mask[:, None, None, :]
+        everything, _ = scaled_dot_product(first(q, g), k, v, key_mask, dropout_p)  # (B, h, g, d/h)
         return torch.cat([everything[:, :, :S], out[:, :, g:]], dim=2)

@@ -13,6 +13,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nmtbench.config import Block, ConfigError, choice
 from nmtbench.models.attention import ATTENTION_KINDS, SCORERS, attend
+from nmtbench.models.dropout import Dropout
 from nmtbench.models.interface import DecoderState, Seq2Seq
 
 CELLS = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
@@ -48,7 +49,7 @@ class RNNSeq2Seq(Seq2Seq):
         between_layers = cfg.dropout if cfg.layers > 1 else 0.0
         directions = 2 if cfg.bidirectional else 1
         self.embed = nn.Embedding(vocab_size, cfg.embed_dim, padding_idx=pad_id)  # joint vocabulary: shared
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout)
         self.encoder = rnn(cfg.embed_dim, cfg.hidden_dim // directions, cfg.layers, batch_first=True,
                            bidirectional=cfg.bidirectional, dropout=between_layers)
         feed = cfg.embed_dim if cfg.input_feeding else 0

@@ -17,10 +17,11 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from nmtbench.config import Block, ConfigError, choice
+from nmtbench.models.attention import scaled_dot_product
+from nmtbench.models.dropout import Dropout
 from nmtbench.models.efficient_attention import SparsePattern, check_length, length_projections, random_table
 from nmtbench.models.interface import DecoderState, Seq2Seq
 
@@ -124,25 +125,18 @@ class MultiHeadAttention(nn.Module):
         if self.relative is not None:  # the bias joins the mask: -inf where masked, q.a elsewhere
             bias = self.relative(q, *positions)
             mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
+        dropout_p = self.dropout if self.training else 0.0
         if isinstance(mask, SparsePattern):  # relative positions are refused with it; it gathers the keys itself
-            weights, out = None, mask(q, k, v, self.dropout if self.training else 0.0)
-        elif need_weights:  # the fused kernel does not return weights; compute them explicitly
-            scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.size(-1))
-            if mask is not None:
-                scores = scores + mask if mask.is_floating_point() else scores.masked_fill(~mask, float("-inf"))
-            weights = torch.softmax(scores, dim=-1)  # (B, h, T, S)
-            out = weights @ v
+            weights, out = None, mask(q, k, v, dropout_p)
         else:
-            weights = None
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
-                                                 dropout_p=self.dropout if self.training else 0.0)
+            out, weights = scaled_dot_product(q, k, v, mask, dropout_p, need_weights)
         B, h, T, dh = out.shape
         return self.o(out.transpose(1, 2).reshape(B, T, h * dh)), weights
 
 
 class FeedForward(nn.Sequential):
     def __init__(self, d: int, d_ff: int, dropout: float):
-        super().__init__(nn.Linear(d, d_ff), nn.ReLU(), nn.Dropout(dropout), nn.Linear(d_ff, d))
+        super().__init__(nn.Linear(d, d_ff), nn.ReLU(), Dropout(dropout), nn.Linear(d_ff, d))
 
 
 class Sublayer(nn.Module):
@@ -150,7 +144,7 @@ class Sublayer(nn.Module):
 
     def __init__(self, d: int, pre_norm: bool, dropout: float):
         super().__init__()
-        self.norm, self.pre_norm, self.dropout = nn.LayerNorm(d), pre_norm, nn.Dropout(dropout)
+        self.norm, self.pre_norm, self.dropout = nn.LayerNorm(d), pre_norm, Dropout(dropout)
 
     def forward(self, x, fn):
         if self.pre_norm:
@@ -211,7 +205,7 @@ class TransformerSeq2Seq(Seq2Seq):
         self.embed = nn.Embedding(vocab_size, cfg.d_model, padding_idx=pad_id)  # joint vocabulary: shared
         if cfg.positions == "learned":
             self.position_table = nn.Embedding(cfg.max_positions, cfg.d_model)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout)
         projections = length_projections(cfg) if cfg.self_attention == "linformer" else [None] * cfg.layers
         self.encoder_layers = nn.ModuleList(Layer(cfg, False, projection) for projection in projections)
         window = cfg.decoder_window + 1 if cfg.self_attention == "sparse" and cfg.decoder_window else 0

@@ -6,11 +6,11 @@ import time
 
 import lightning as L
 import torch
-import torch.nn.functional as F
 
 from nmtbench.config import TrainConfig
 from nmtbench.models.registry import build_model
 from nmtbench.training.checkpoints import run_fingerprint
+from nmtbench.training.loss import label_smoothed_nll
 
 
 def inverse_sqrt_schedule(warmup_steps: int):
@@ -32,6 +32,12 @@ def cosine_schedule(warmup_steps: int, total_steps: int):
         progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
         return 0.5 * (1 + math.cos(math.pi * progress))
     return factor
+
+
+def adam(parameters, lr: float, fused: bool = True) -> torch.optim.Adam:
+    """The optimiser of every model. Fused: one kernel updates every tensor (on a CPU, a third of the
+    time of the default loop over tensors, which foreach does not shorten there)."""
+    return torch.optim.Adam(parameters, lr=lr, betas=(0.9, 0.98), eps=1e-9, fused=fused)
 
 
 class TranslationModule(L.LightningModule):
@@ -57,12 +63,11 @@ class TranslationModule(L.LightningModule):
     def loss(self, batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Label-smoothed cross-entropy per target token, padding ignored; also the plain (unsmoothed) sum
         and the number of target tokens, both left on the device."""
-        logits = self.model(batch["src"], batch["src_mask"], batch["tgt_in"]).float()  # (B, T, V)
-        flat, gold = logits.flatten(0, 1), batch["tgt_out"].flatten()
+        logits = self.model(batch["src"], batch["src_mask"], batch["tgt_in"])  # (B, T, V)
+        gold = batch["tgt_out"].flatten()
         tokens = (gold != self.hparams.pad_id).sum()
-        smoothed = F.cross_entropy(flat, gold, ignore_index=self.hparams.pad_id,
-                                   label_smoothing=self.train_cfg.label_smoothing, reduction="sum")
-        nll = F.cross_entropy(flat, gold, ignore_index=self.hparams.pad_id, reduction="sum")
+        smoothed, nll = label_smoothed_nll(logits.flatten(0, 1), gold, self.train_cfg.label_smoothing,
+                                           self.hparams.pad_id)
         return smoothed / tokens, nll, tokens
 
     def configure_model(self):
@@ -166,7 +171,8 @@ class TranslationModule(L.LightningModule):
 
     def configure_optimizers(self):
         cfg = self.train_cfg
-        optimizer = torch.optim.Adam(self.parameters(), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9)
+        # fp16's gradient scaler cannot unscale a fused optimizer's gradients before clipping: Lightning refuses it
+        optimizer = adam(self.parameters(), cfg.lr, fused=self.trainer.precision != "16-mixed")
         if cfg.schedule == "plateau":
             plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, factor=0.5, patience=1)
             return {"optimizer": optimizer,

@@ -21,10 +21,12 @@ from nmtbench.models.registry import model_config
 from nmtbench.provenance import stamp
 from nmtbench.runs import RunPaths
 from nmtbench.tracking import finish_run, make_wandb_logger, run_tags
+from nmtbench.training.allocator import reuse_freed_memory
 from nmtbench.training.budget import ValidateLastStep, budget_limits
 from nmtbench.training.checkpoints import AtomicCheckpointIO, average_state_dicts, resumable_checkpoint
 from nmtbench.training.curves import LearningCurve, ValidationBleu
 from nmtbench.training.module import TranslationModule
+from nmtbench.training.precision import detect_hardware, precision_plugin, resolve_precision
 
 # train.early_stopping_metric -> the logged metric that early stopping and the best checkpoint follow
 BEST = {"loss": ("val/loss", "min"), "bleu": ("val/bleu", "max")}
@@ -50,6 +52,7 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
     L.seed_everything(seed, workers=True, verbose=False)
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
+    reuse_freed_memory()
 
     module = TranslationModule(name, block, vocab["size"], PAD, vocab["sha256"], cfg.model_dump(), seed)
     data = TranslationData(tokenized_dir, cfg.batch_tokens, seed, cfg.num_workers)
@@ -80,15 +83,18 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
         callbacks.append(ValidationBleu(Tokenizer(tokenized_dir), list(val["src_ids"]), list(val["tgt"])))
     if cfg.early_stopping_patience:
         callbacks.append(EarlyStopping(monitor=monitor, mode=mode, patience=cfg.early_stopping_patience))
+    hardware = detect_hardware(cfg.accelerator)
+    precision = resolve_precision(cfg.precision, hardware)
     trainer = L.Trainer(
         accelerator=cfg.accelerator, devices=cfg.devices, num_nodes=cfg.num_nodes, strategy=cfg.strategy,
-        precision=cfg.precision, deterministic=cfg.deterministic,
+        deterministic=cfg.deterministic,
         max_epochs=cfg.max_epochs, max_steps=cfg.max_steps, max_time=max_time,
         accumulate_grad_batches=cfg.accumulate_grad_batches,
         gradient_clip_val=cfg.gradient_clip_val or None, val_check_interval=cfg.val_check_interval,
         logger=logger or False, callbacks=callbacks, num_sanity_val_steps=0, log_every_n_steps=10,
         use_distributed_sampler=False,  # the token batch sampler shards by rank itself
-        enable_model_summary=False, default_root_dir=model_dir, plugins=[AtomicCheckpointIO()],
+        enable_model_summary=False, default_root_dir=model_dir,
+        plugins=[AtomicCheckpointIO(), precision_plugin(precision, hardware.device)],
     )
     # Lightning warns that a mid-epoch resume repeats the epoch's batches unless the loader is stateful;
     # here the data module restores the position (TranslationData.state_dict), so the warning is wrong
@@ -112,6 +118,7 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
         "epochs": trainer.current_epoch,
         "target_tokens": module.target_tokens,
         "train_flops": flop_budget.spent,
+        "precision": precision,
     }
     if not trainer.is_global_zero:  # with data parallelism, one process writes the results
         return metrics

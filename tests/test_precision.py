@@ -1,0 +1,55 @@
+"""train.precision: what auto picks for each kind of hardware, and the plugins the precisions train with."""
+import pytest
+import torch
+from lightning.pytorch.plugins.precision import MixedPrecision, Precision
+
+from nmtbench.training.precision import BF16Autocast, Hardware, cpu_flags, precision_plugin, resolve_precision
+
+AMX_CPU = frozenset({"avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})
+
+
+@pytest.mark.parametrize(("hardware", "expected"), [
+    (Hardware("cpu", AMX_CPU, False), "bf16-mixed"),
+    (Hardware("cpu", frozenset({"avx512f", "avx512_bf16"}), False), "bf16-mixed"),  # bf16 dot products, no AMX
+    (Hardware("cpu", frozenset({"amx_bf16"}), False), "bf16-mixed"),
+    (Hardware("cpu", frozenset({"avx2", "avx512f", "fma"}), False), "32-true"),  # no bf16 instructions
+    (Hardware("cpu", frozenset(), False), "32-true"),  # flags unknown (no /proc/cpuinfo)
+    (Hardware("cuda", frozenset(), True), "bf16-mixed"),
+    (Hardware("cuda", AMX_CPU, False), "32-true"),  # a GPU without bf16: the CPU's flags do not matter
+])
+def test_auto_picks_bf16_where_the_hardware_has_it(hardware, expected):
+    assert resolve_precision("auto", hardware) == expected
+
+
+@pytest.mark.parametrize("precision", ["32-true", "bf16-mixed", "16-mixed"])
+def test_a_precision_that_is_set_is_kept_whatever_the_hardware(precision):
+    assert resolve_precision(precision, Hardware("cpu", frozenset(), False)) == precision
+    assert resolve_precision(precision, Hardware("cuda", AMX_CPU, True)) == precision
+
+
+def test_cpu_flags_are_read_from_cpuinfo_and_none_without_it(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\nflags\t\t: fpu avx512_bf16 amx_bf16\n\n"
+                       "processor\t: 1\nflags\t\t: fpu\n")
+    assert cpu_flags(cpuinfo) == {"fpu", "avx512_bf16", "amx_bf16"}
+    assert cpu_flags(tmp_path / "missing") == frozenset()
+
+
+def test_each_precision_gets_its_plugin():
+    assert type(precision_plugin("32-true", "cpu")) is Precision
+    fp16 = precision_plugin("16-mixed", "cpu")
+    assert type(fp16) is MixedPrecision and fp16.scaler is not None
+    bf16 = precision_plugin("bf16-mixed", "cpu")
+    assert isinstance(bf16, BF16Autocast) and bf16.scaler is None
+    autocast = bf16.autocast_context_manager()
+    assert autocast.fast_dtype == torch.bfloat16 and autocast._cache_enabled  # Lightning's own turns the cache off
+
+
+def test_bf16_clips_the_gradients_of_a_fused_optimizer():
+    weight = torch.nn.Parameter(torch.zeros(4))
+    weight.grad = torch.tensor([3.0, 4.0, 0.0, 0.0])  # norm 5
+    optimizer = torch.optim.Adam([weight], fused=True)
+    with pytest.raises(RuntimeError, match="fused"):  # what Lightning's bf16-mixed does
+        MixedPrecision("bf16-mixed", "cpu").clip_gradients(optimizer, 1.0)
+    precision_plugin("bf16-mixed", "cpu").clip_gradients(optimizer, 1.0)
+    assert torch.allclose(weight.grad, torch.tensor([0.6, 0.8, 0.0, 0.0]), atol=1e-5)
