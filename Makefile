@@ -46,14 +46,6 @@ postgresql:
 	       && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } \
 	  || echo "make test: no PostgreSQL and no way to install it (needs root and apt-get); its tuning test skips"
 
-# The test of tune workers sharing a study through PostgreSQL starts a server of its own: install Debian's package
-# the same way, or let that test skip.
-postgresql:
-	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
-	  || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq \
-	       && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } \
-	  || echo "make test: no PostgreSQL and no way to install it (needs root and apt-get); its tuning test skips"
-
 test-fast: $(VENV)/.installed ## unit tests only (skips tests marked slow)
 	$(PYTEST) -m "not slow"
 

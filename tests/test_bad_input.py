@@ -8,6 +8,7 @@ import errno
 import hashlib
 import io
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,9 @@ def project(trained_copy, monkeypatch):
     return trained_copy
 
 
+PROGRESS_BAR = re.compile(r"\|.*\[\d+:\d\d<[^]]*\]$")  # tqdm's "decoding x: 50%|##  | 1/2 [00:01<00:01, 1.0sent/s]"
+
+
 def outputs(folder: Path = Path(".")) -> dict[str, tuple[str, int]]:
     """Every file under folder with its hash and modification time: a rewrite with equal bytes shows too."""
     return {str(p.relative_to(folder)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
@@ -34,11 +38,12 @@ def outputs(folder: Path = Path(".")) -> dict[str, tuple[str, int]]:
 
 
 def refused(capsys, *argv: str) -> str:
-    """Run nmtbench with argv; assert exit 2, no output, one line on stderr; return that line's message."""
+    """Run nmtbench with argv; assert exit 2, no output, one line on stderr besides the progress bar of the work
+    done before the failure; return that line's message."""
     code = main(list(argv))
     out, err = capsys.readouterr()
     assert (code, out) == (2, ""), err
-    (line,) = err.splitlines()
+    (line,) = [line for line in err.splitlines() if line.strip() and not PROGRESS_BAR.search(line)]
     command = argv[2] if argv[0] == "--params" else argv[0]
     prefix = f"nmtbench {command}: error: "
     assert line.startswith(prefix)
