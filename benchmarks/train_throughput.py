@@ -130,7 +130,7 @@ def main() -> None:
           f"{'GFLOP/s':>8s} {'of peak':>8s}")
     for name, block in blocks.items():
         torch.manual_seed(SEED)
-        module = TranslationModule(name, block, vocab["size"], PAD, vocab["sha256"], {"label_smoothing": 0.1})
+        module = TranslationModule(name, block, vocab, {"label_smoothing": 0.1})
         flops = sum(sum(training_step_flops(module.model, b["src"], b["src_mask"], b["tgt_in"])) for b in timed)
         for precision in args.precisions:
             seconds = time_steps(module, batches, args.warmup, precision)

@@ -3,6 +3,7 @@
 A family is one of the built-in FAMILIES, or the import path `package.module:ClassName` of a researcher's own
 Seq2Seq subclass, which names its config class in `config_class` (a nmtbench.config.Block, like the built-ins'
 configs, so unknown keys and bad values are refused the same way). docs/models.md, "Your own model".
+Every model is built as model_cls(cfg, vocab), vocab the vocabularies' sizes (models/vocabulary.py).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from nmtbench.models.decoder_only import DecoderOnlyConfig, DecoderOnlySeq2Seq
 from nmtbench.models.interface import Seq2Seq
 from nmtbench.models.rnn import RNNConfig, RNNSeq2Seq
 from nmtbench.models.transformer import TransformerConfig, TransformerSeq2Seq
+from nmtbench.models.vocabulary import ModelConfig, Vocab, tying
 
 FAMILIES = {
     "rnn": (RNNConfig, RNNSeq2Seq),
@@ -56,7 +58,10 @@ def model_config(name: str, block: dict):
     return cfg
 
 
-def build_model(name: str, block: dict, vocab_size: int, pad_id: int) -> Seq2Seq:
+def build_model(name: str, block: dict, vocab: Vocab) -> Seq2Seq:
+    """The model of a params block for these vocabularies; a built-in family gets its tie_embeddings resolved."""
     cfg = model_config(name, block)
+    if isinstance(cfg, ModelConfig):
+        cfg = cfg.model_copy(update={"tie_embeddings": tying(cfg, vocab, f"models.{name}")})
     _, model_cls = family_classes(f"models.{name}.family", block["family"])
-    return model_cls(cfg, vocab_size, pad_id)
+    return model_cls(cfg, vocab)

@@ -9,6 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from nmtbench.config import TrainConfig
+from nmtbench.data.tokenizer import vocab_id
+from nmtbench.loading import model_vocab
 from nmtbench.models.registry import build_model
 from nmtbench.training.checkpoints import run_fingerprint
 
@@ -35,11 +37,12 @@ def cosine_schedule(warmup_steps: int, total_steps: int):
 
 
 class TranslationModule(L.LightningModule):
-    def __init__(self, name: str, block: dict, vocab_size: int, pad_id: int, vocab_sha256: str, train: dict,
-                 seed: int = 0):
+    def __init__(self, name: str, block: dict, vocab: dict, train: dict, seed: int = 0):
+        """vocab: the vocab.json record of the vocabularies the model reads and writes."""
         super().__init__()
         self.save_hyperparameters()  # the checkpoint alone rebuilds the model and checks its vocabulary
-        self.model = build_model(name, block, vocab_size, pad_id)
+        self.model = build_model(name, block, model_vocab(vocab))
+        self.pad_id = vocab["pad"]
         self.train_cfg = TrainConfig(**train)
         # read on the host only at validation, checkpoint and the end: the steps between never wait for the device
         self.target_tokens = 0  # folded in from _new_tokens, a device tensor the steps add to
@@ -52,17 +55,17 @@ class TranslationModule(L.LightningModule):
 
     @property
     def fingerprint(self) -> str:
-        return run_fingerprint(self.hparams.block, self.hparams.train, self.hparams.vocab_sha256, self.hparams.seed)
+        return run_fingerprint(self.hparams.block, self.hparams.train, vocab_id(self.hparams.vocab), self.hparams.seed)
 
     def loss(self, batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Label-smoothed cross-entropy per target token, padding ignored; also the plain (unsmoothed) sum
         and the number of target tokens, both left on the device."""
         logits = self.model(batch["src"], batch["src_mask"], batch["tgt_in"]).float()  # (B, T, V)
         flat, gold = logits.flatten(0, 1), batch["tgt_out"].flatten()
-        tokens = (gold != self.hparams.pad_id).sum()
-        smoothed = F.cross_entropy(flat, gold, ignore_index=self.hparams.pad_id,
+        tokens = (gold != self.pad_id).sum()
+        smoothed = F.cross_entropy(flat, gold, ignore_index=self.pad_id,
                                    label_smoothing=self.train_cfg.label_smoothing, reduction="sum")
-        nll = F.cross_entropy(flat, gold, ignore_index=self.hparams.pad_id, reduction="sum")
+        nll = F.cross_entropy(flat, gold, ignore_index=self.pad_id, reduction="sum")
         return smoothed / tokens, nll, tokens
 
     def configure_model(self):
