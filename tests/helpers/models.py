@@ -50,6 +50,7 @@ TINY_VARIANTS = {
     # tie_embeddings and one vocabulary per side (SEPARATE), every family; a_t wider than the embeddings when untied
     "gru_additive_untied": {**RNN, "cell": "gru", "tie_embeddings": "none", "attentional_dim": 20},
     "lstm_general_target_output": {**RNN, "attention": "general", "tie_embeddings": "target_output"},
+    "lstm_additive_source_target": {**RNN, "tie_embeddings": "source_target", "attentional_dim": 20},
     "rnn_none_separate": {**RNN, "cell": "rnn", "attention": "none"},
     "transformer_untied": {**TRANSFORMER, "tie_embeddings": "none"},
     "transformer_target_output": {**TRANSFORMER, "norm": "pre", "tie_embeddings": "target_output"},

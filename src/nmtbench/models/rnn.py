@@ -4,7 +4,8 @@ Everything for the forward pass of the recurrent family is in this file. Without
 sees the source only through the encoder's final state (Sutskever et al. 2014: the bottleneck); with
 attention it follows Luong et al. 2015: h_t = RNN(y_{t-1}[, a_{t-1}]), c_t = attend(h_t, encoder),
 a_t = tanh(W [h_t; c_t]), logits = E a_t, with the output projection E tied to the target embedding unless
-tie_embeddings is none (models/vocabulary.py); then a_t may be wider than the embeddings (attentional_dim).
+tie_embeddings is none or source_target (models/vocabulary.py); then a_t may be wider than the embeddings
+(attentional_dim).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from nmtbench.config import ConfigError, choice
 from nmtbench.models.attention import ATTENTION_KINDS, SCORERS, attend
 from nmtbench.models.interface import DecoderState
-from nmtbench.models.vocabulary import ModelConfig, Vocab, VocabularySeq2Seq
+from nmtbench.models.vocabulary import TIED_OUTPUT, ModelConfig, Vocab, VocabularySeq2Seq
 
 CELLS = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
 
@@ -40,10 +41,10 @@ class RNNConfig(ModelConfig):
         if min(self.layers, self.embed_dim, self.hidden_dim, self.attention_rank, self.attentional) < 1:
             raise ConfigError(f"{where}: layers, embed_dim, hidden_dim, attention_rank and attentional_dim must be "
                               "positive")
-        if self.attentional != self.embed_dim and self.tie_embeddings != "none":
+        if self.attentional != self.embed_dim and self.tie_embeddings in (None, *TIED_OUTPUT):
             raise ConfigError(f"{where}.attentional_dim: {self.attentional} is not embed_dim ({self.embed_dim}), but "
-                              "the output layer is the target embedding unless tie_embeddings is none; set "
-                              "tie_embeddings: none, or attentional_dim: null")
+                              f"tie_embeddings {self.tie_embeddings or 'unset'} makes the output layer the target "
+                              "embedding; set tie_embeddings: none or source_target, or attentional_dim: null")
         if not 0 <= self.dropout < 1:
             raise ConfigError(f"{where}.dropout: must be in [0, 1), got {self.dropout}")
 
