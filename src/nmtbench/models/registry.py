@@ -47,21 +47,22 @@ def family_classes(where: str, family: str) -> tuple[type[Block], type[Seq2Seq]]
     return config_cls, model_cls
 
 
-def model_config(name: str, block: dict):
-    """Validate a params block and return its typed config; errors name the key and the valid choices."""
+def model_config(name: str, block: dict, vocab: Vocab | None = None):
+    """Validate a params block and return its typed config; errors name the key and the valid choices. With the
+    vocabularies the model is for, a built-in family's tie_embeddings is resolved for them, or refused."""
     where = f"models.{name}"
     if not isinstance(block, dict) or "family" not in block:
         raise ConfigError(f"{where}: missing 'family'; choose one of {', '.join(FAMILIES)} or package.module:Class")
     config_cls, _ = family_classes(f"{where}.family", block["family"])
     cfg = from_dict(config_cls, {k: v for k, v in block.items() if k != "family"}, where)
     cfg.validate(where)
+    if vocab is not None and isinstance(cfg, ModelConfig):
+        cfg = cfg.model_copy(update={"tie_embeddings": tying(cfg, vocab, where)})
     return cfg
 
 
 def build_model(name: str, block: dict, vocab: Vocab) -> Seq2Seq:
-    """The model of a params block for these vocabularies; a built-in family gets its tie_embeddings resolved."""
-    cfg = model_config(name, block)
-    if isinstance(cfg, ModelConfig):
-        cfg = cfg.model_copy(update={"tie_embeddings": tying(cfg, vocab, f"models.{name}")})
+    """The model of a params block for these vocabularies."""
+    cfg = model_config(name, block, vocab)
     _, model_cls = family_classes(f"models.{name}.family", block["family"])
     return model_cls(cfg, vocab)
