@@ -43,7 +43,6 @@ class Subwords:
 
     def __init__(self, model: Path):
         proto = Path(model).read_bytes()
-        self.path = Path(model)
         self.sha256 = hashlib.sha256(proto).hexdigest()
         self.sp = spm.SentencePieceProcessor(model_proto=proto)
 
@@ -70,19 +69,19 @@ class SubwordModel(NamedTuple):
     size: int
     key: str
 
-    def of_train(self, split: str = "train") -> str:
-        """What it learns from, in words: `train`, or `train's source side`."""
-        return split if len(self.sides) == 2 else f"{split}'s {SIDE_NAMES[self.sides[0]]} side"
+    @property
+    def side(self) -> str:
+        """What of train it learns from, after `train`: nothing for the joint model, else `'s source side`."""
+        return "" if len(self.sides) == 2 else f"'s {SIDE_NAMES[self.sides[0]]} side"
 
 
 def subword_models(cfg: TokenizeConfig) -> list[SubwordModel]:
     """The joint model, or the source's and the target's (tokenize.joint: false)."""
     if cfg.joint:
         return [SubwordModel(JOINT, ("src", "tgt"), cfg.vocab_size, "tokenize.vocab_size")]
-    target = ("tokenize.vocab_size", cfg.vocab_size) if cfg.target_vocab_size is None \
-        else ("tokenize.target_vocab_size", cfg.target_vocab_size)
+    target_key = "tokenize.vocab_size" if cfg.target_vocab_size is None else "tokenize.target_vocab_size"
     return [SubwordModel(PER_SIDE["src"], ("src",), cfg.vocab_size, "tokenize.vocab_size"),
-            SubwordModel(PER_SIDE["tgt"], ("tgt",), target[1], target[0])]
+            SubwordModel(PER_SIDE["tgt"], ("tgt",), cfg.target_vocab_size or cfg.vocab_size, target_key)]
 
 
 def model_files(folder: Path) -> list[Path]:
@@ -134,7 +133,7 @@ class Tokenizer:
 def vocab_id(record: dict) -> str:
     """The vocabularies of a vocab.json record (or a checkpoint's copy of one) in one string: the joint model's
     sha256, or the source's and the target's joined by +."""
-    return "+".join([record["sha256"], *([record["target_sha256"]] if "target_sha256" in record else [])])
+    return "+".join(record[key] for key in ("sha256", "target_sha256") if key in record)
 
 
 def training_sentences(train: Dataset, sample: int, sides: tuple[str, ...] = ("src", "tgt")) -> Iterator[str]:
@@ -164,9 +163,9 @@ def train_sentencepiece(sentences: Iterable[str], cfg: TokenizeConfig, model: Su
     except RuntimeError as e:
         if m := re.search(r"smaller than required_chars\. (\d+) vs (\d+)", str(e)):
             raise DataError(f"{model.key}: {m[1]} cannot hold the 4 special tokens, 256 fallback bytes and the "
-                            f"characters of {model.of_train()}; raise {model.key} to at least {m[2]}") from e
+                            f"characters of train{model.side}; raise {model.key} to at least {m[2]}") from e
         if m := re.search(r"Vocabulary size too high \((\d+)\).*<= (\d+)", str(e)):
-            raise DataError(f"{model.key}: {m[1]} is more pieces than {model.of_train('the train split')} yields; "
+            raise DataError(f"{model.key}: {m[1]} is more pieces than the train split{model.side} yields; "
                             f"lower {model.key} to at most {m[2]}") from e
         raise
     return written.getvalue()

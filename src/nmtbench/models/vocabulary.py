@@ -7,8 +7,8 @@ sized by the vocabularies the tokenize stage made and tied as the model block's 
     none           three matrices, as in Bahdanau et al. 2015 and JoeyNMT's RNN recipes
     null           the most the vocabularies allow: all with one joint vocabulary, target_output with one per side
 
-`build_model` resolves null and refuses a tying the vocabularies cannot take (`tying`), so a family only builds
-what its config says, through `VocabularySeq2Seq`.
+The registry (`model_config`, `build_model`) resolves null for the vocabularies and refuses a tying they cannot
+take (`tying`), so a family only builds what its config says, through `VocabularySeq2Seq`.
 """
 from __future__ import annotations
 
