@@ -98,7 +98,7 @@ def run_prepare(folder: Path) -> dict:
 
 
 def run_tokenize(folder: Path) -> dict:
-    return {"vocab": tokenize(TokenizeConfig(), folder / "prepared", folder / "tokenized").vocab_size}
+    return {"vocab": tokenize(TokenizeConfig(), folder / "prepared", folder / "tokenized").source.size}
 
 
 def train_pairs(folder: Path):

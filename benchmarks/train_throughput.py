@@ -188,7 +188,7 @@ def main() -> None:
     def models():
         for name, block in blocks.items():
             torch.manual_seed(SEED)
-            yield name, TranslationModule(name, block, vocab["size"], PAD, vocab["sha256"], {"label_smoothing": 0.1})
+            yield name, TranslationModule(name, block, vocab, {"label_smoothing": 0.1})
 
     if args.profile:
         print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {len(timed)} profiled steps of "

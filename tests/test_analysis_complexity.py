@@ -17,6 +17,7 @@ from nmtbench.config import load_params
 from nmtbench.models.flops import flop_counter, training_step_flops
 from nmtbench.models.registry import build_model
 from nmtbench.models.transformer import MultiHeadAttention
+from nmtbench.models.vocabulary import Vocab
 
 
 def counted(fn) -> int:
@@ -63,7 +64,8 @@ def test_transformer_path_length_and_sequential_steps_do_not_depend_on_length():
 
 
 def test_more_transformer_layers_lengthen_the_path_by_the_same_amount_per_layer():
-    paths = [path_length(build_model("t", {**TRANSFORMER, "layers": n}, V, PAD).eval(), *batch(6)) for n in (1, 2, 3)]
+    paths = [path_length(build_model("t", {**TRANSFORMER, "layers": n}, Vocab.of(V, pad_id=PAD)).eval(), *batch(6))
+             for n in (1, 2, 3)]
     assert paths[2] - paths[1] == paths[1] - paths[0] > 0
 
 

@@ -4,7 +4,10 @@ import torch
 import torch.nn.functional as F
 
 from helpers.models import TINY_VARIANTS, make_tiny_model
-from nmtbench.analysis.gradients import by_distance, gradient_map, span
+from nmtbench.analysis.gradients import by_distance, gradient_map, probe, span
+from nmtbench.config import ANALYZE_ROLES, AnalyzeConfig, DataConfig, TokenizeConfig
+from nmtbench.data.prepare import prepare
+from nmtbench.data.tokenizer import tokenize
 
 
 def probe_inputs(T=6, S=5):
@@ -15,7 +18,9 @@ def probe_inputs(T=6, S=5):
 
 
 @pytest.mark.parametrize("name", ["rnn_none", "gru_none", "lstm_none", "lstm_additive", "transformer_post",
-                                  "transformer_relative", "decoder_only", "cnn"])
+                                  "transformer_relative", "decoder_only", "cnn",
+                                  # a target embedding of its own (one vocabulary per side, or untied)
+                                  "gru_additive_untied", "transformer_untied", "decoder_only_separate", "cnn_untied"])
 def test_gradient_map_is_square_causal_and_nonzero_on_the_diagonal(name):
     gradients = gradient_map(make_tiny_model(name), *probe_inputs())
     assert gradients.shape == (6, 6)
@@ -62,3 +67,20 @@ def test_a_model_without_a_target_embedding_is_refused():
     with pytest.raises(ValueError) as refused:
         gradient_map(model, *inputs)
     assert str(refused.value) == message
+
+
+def test_the_probe_trains_on_one_vocabulary_per_side(make_data_mirror, tmp_path):
+    """The models are built for data/tokenized's vocabularies: here a source of 290 and a target of 300 pieces,
+    with the target embedding tied to the output layer (tie_embeddings unset)."""
+    mirror, checksums = make_data_mirror()
+    prepare(DataConfig(max_length=8), mirror, tmp_path / "prepared", tmp_path / "stats.json", tmp_path / "raw",
+            checksums)
+    tokenize(TokenizeConfig(joint=False, vocab_size=290, target_vocab_size=300), tmp_path / "prepared",
+             tmp_path / "tokenized")
+    model = {"family": "transformer", "d_model": 8, "heads": 2, "layers": 1, "d_ff": 16}
+    cfg = AnalyzeConfig(models={"t": model}, roles=dict.fromkeys(ANALYZE_ROLES, "t"), gradient_models=["t"],
+                        synthetic_models=["t"], probe_rows=1, probe_length=6, probe_steps=2, batch_tokens=64)
+    runs = probe(cfg, tmp_path / "tokenized")["t"]
+    assert list(runs) == ["init", "clipped", "unclipped"]
+    assert [len(run["curve"]) for run in runs.values()] == [6, 6, 6]
+    assert [len(runs[run]["losses"]) for run in ("clipped", "unclipped")] == [2, 2]

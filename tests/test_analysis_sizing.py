@@ -3,6 +3,7 @@ import pytest
 
 from nmtbench.analysis.sizing import at_width, build_at_width
 from nmtbench.config import ConfigError
+from nmtbench.models.vocabulary import Vocab
 
 
 def test_multiples_of_d_become_sizes_and_other_values_stay():
@@ -12,7 +13,7 @@ def test_multiples_of_d_become_sizes_and_other_values_stay():
 
 
 def test_the_built_model_has_the_width():
-    model = build_at_width("r", {"family": "rnn", "cell": "gru", "embed_dim": "d", "hidden_dim": "2d"}, 8, 20, 0)
+    model = build_at_width("r", {"family": "rnn", "cell": "gru", "embed_dim": "d", "hidden_dim": "2d"}, 8, Vocab.of(20))
     assert model.embed.embedding_dim == 8 and model.decoder.hidden_size == 16
 
 

@@ -272,8 +272,9 @@ def test_14_a_missing_model_folder_or_tokenizer_names_the_right_fix(project, cap
         "(train one with dvc repro train@<name>-<seed>)")
     Path("models/tiny/seed42/spm.model").unlink()
     assert refused(capsys, "translate", "models/tiny/seed42") == (
-        "models/tiny/seed42 has no spm.model; pass a trained model folder such as models/transformer/seed42, which "
-        "holds best.ckpt, spm.model and vocab.json once its training has finished")
+        "models/tiny/seed42 has no spm.model (nor spm.src.model and spm.tgt.model); pass a trained model folder such "
+        "as models/transformer/seed42, which holds best.ckpt, its sentencepiece model(s) and vocab.json once its "
+        "training has finished")
 
 
 def test_15_blocks_of_the_wrong_shape(project, capsys):

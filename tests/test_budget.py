@@ -8,6 +8,8 @@ import torch
 from helpers.models import TINY_VARIANTS, make_tiny_model
 from nmtbench.config import BudgetConfig
 from nmtbench.models.flops import training_step_flops
+from nmtbench.models.registry import build_model
+from nmtbench.models.vocabulary import Vocab
 from nmtbench.training.budget import FlopBudget, TrainingFlops, budget_limits, lagrange
 
 SHAPES = [(1, 1, 1), (3, 7, 9), (2, 13, 4), (5, 4, 12)]  # (B, S, T), off the interpolation grid too
@@ -83,3 +85,23 @@ def test_budget_limits_map_each_kind():
     assert max_time is None and counter.limit == 2e9
     max_time, counter = budget_limits(BudgetConfig(), model)
     assert max_time is None and counter.limit is None and counter.cost(1, 2, 2) == counter.cost.grid[2, 2]
+
+
+@pytest.mark.parametrize("block, width", [
+    ({"family": "transformer", "d_model": 16, "heads": 2, "layers": 1, "d_ff": 32}, 16),
+    ({"family": "decoder_only", "d_model": 16, "heads": 2, "layers": 1, "d_ff": 32}, 16),
+    ({"family": "rnn", "embed_dim": 12, "hidden_dim": 16}, 12),
+    ({"family": "cnn", "embed_dim": 12, "channels": 16}, 12),
+])
+def test_training_flops_grow_with_the_target_vocabulary_alone(block, width):
+    """An embedding is a lookup and the output projection is computed however it is tied: neither the tying nor
+    the source vocabulary changes the cost; 3 more target pieces add 3 x width multiply-adds per target token,
+    forward (2 FLOPs each) and backward (twice that)."""
+    def cost(tie, vocab):
+        torch.manual_seed(0)
+        return TrainingFlops(build_model("m", {**block, "tie_embeddings": tie}, vocab).train()).grid[5, 5]
+
+    joint = cost("all", Vocab.of(20))
+    assert [cost("target_output", Vocab.of(20)), cost("none", Vocab.of(20)), cost("none", Vocab.of(23, 20))] == [
+        joint] * 3
+    assert cost("none", Vocab.of(20, 23)) - joint == 3 * 2 * 5 * width * 3

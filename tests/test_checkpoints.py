@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from nmtbench.training.checkpoints import AtomicCheckpointIO, average_state_dicts, resumable_checkpoint, run_fingerprint
+from nmtbench.training.module import TranslationModule
 
 BLOCK, TRAIN = {"family": "transformer", "d_model": 16}, {"seed": 1, "lr": 0.001}
 
@@ -23,6 +24,15 @@ def test_the_fingerprint_changes_with_model_train_and_vocabulary_only():
     assert fingerprint != run_fingerprint(BLOCK, {**TRAIN, "lr": 2.0}, "abc", 1)
     assert fingerprint != run_fingerprint(BLOCK, TRAIN, "abd", 1)
     assert fingerprint != run_fingerprint(BLOCK, TRAIN, "abc", 2)
+
+
+def test_a_run_is_fingerprinted_by_both_vocabularies_and_a_joint_one_as_before():
+    """A run started before one vocabulary per side existed keeps its fingerprint, so it still resumes."""
+    joint = {"size": 20, "pad": 0, "unk": 1, "bos": 2, "eos": 3, "sha256": "abc"}
+    separate = {**joint, "target_size": 24, "target_sha256": "def"}
+    train = {"lr": 0.001}
+    assert TranslationModule("m", BLOCK, joint, train, 1).fingerprint == run_fingerprint(BLOCK, train, "abc", 1)
+    assert TranslationModule("m", BLOCK, separate, train, 1).fingerprint == run_fingerprint(BLOCK, train, "abc+def", 1)
 
 
 def write_last(folder, fingerprint, step=7):

@@ -2,7 +2,8 @@ import pytest
 import yaml
 
 from nmtbench.config import ConfigError, apply_profile, load_params, merge, parse_params
-from nmtbench.models.registry import model_config
+from nmtbench.models.registry import build_model, model_config
+from nmtbench.models.vocabulary import Vocab
 
 
 def raw():
@@ -24,6 +25,9 @@ def test_default_params_load():
     ({"data": {"eval_splits": ["newstest2014"]}}, "data.eval_splits: 'newstest2014' is not valid; choose one of val, "
                                                   "test_2016_flickr, test_2017_flickr"),
     ({"data": {"source": {"kind": "ftp"}}}, "data.source.kind: 'ftp' is not valid; choose one of multi30k, files, hub"),
+    ({"tokenize": {"target_vocab_size": 6000}}, "tokenize.target_vocab_size: only read when tokenize.joint is false "
+                                                "(one sentencepiece model per side); remove it or set joint: false"),
+    ({"tokenize": {"joint": "no"}}, "tokenize.joint: expected bool, got 'no'"),
     ({"data": {"source": {"kind": "files", "path": None}}}, "data.source.path: kind files needs the corpus folder"),
     ({"data": {"source": {"kind": "hub"}}}, "data.source.name: kind hub needs a dataset id, e.g. name: wmt/wmt14"),
     ({"data": {"source": {"kind": "hub", "name": "x", "splits": {"val": 1}}}},
@@ -161,6 +165,34 @@ def test_the_converged_profile_is_the_grid_regularised_and_stopped_on_val_bleu()
     assert (params.train.budget.kind, params.train.early_stopping_metric, params.train.val_bleu_sentences) == (
         "none", "bleu", None)
     assert params.train.early_stopping_patience > 0
+def test_the_joeynmt_profile_builds_joeynmts_iwslt14_rnn_on_one_vocabulary_per_side():
+    """JoeyNMT's iwslt14_deen_bpe.yaml layer by layer (all but its bridge), with the profile's 8,000 pieces a side."""
+    with open("profiles/joeynmt_rnn.yaml") as f:
+        params = parse_params(apply_profile(raw(), yaml.safe_load(f)))
+    assert (params.data.pair, params.tokenize.joint, params.tokenize.vocab_size) == ("de-en", False, 8000)
+    assert list(params.models) == [params.compare.baseline] == [params.beam_sweep.model] == ["joeynmt_gru"]
+    model = build_model("joeynmt_gru", params.models["joeynmt_gru"], Vocab.of(8000, 8000))
+    layers = {name: sum(p.numel() for p in layer.parameters()) for name, layer in model.named_children()}
+    assert layers == {
+        "embed": 8000 * 620, "target_embed": 8000 * 620, "output": 1000 * 8000,  # three matrices
+        "encoder": 2 * 3 * (500 * 620 + 500 * 500 + 2 * 500),  # GRU, 500 a direction, on embeddings of 620
+        "decoder": 3 * (1000 * (620 + 1000) + 1000 * 1000 + 2 * 1000),  # input feeding: embedding and a_{t-1}
+        "scorer": 1000 * 1000 + 1000 * 1000 + 1000,  # Bahdanau: key and query projections, energy vector
+        "pre_output": 2000 * 1000 + 1000,  # a_t = tanh(W [h_t; c_t]) of 1000
+        "dropout": 0}
+    assert model.num_parameters() == 33_154_000
+
+
+def test_the_peer_rnn_untied_as_joeynmt_has_its_parameters_but_the_bridge():
+    """profiles/peer.yaml's joeynmt_rnn with JoeyNMT's tying (one embedding for both sides, an output layer of its own
+    reading 512-wide attentional vectors): the peer's 14,812,672 parameters less its bridge, a 512 x 512 layer."""
+    with open("profiles/peer.yaml") as f:
+        block = yaml.safe_load(f)["models"]["joeynmt_rnn"]
+    joeynmt = {**block, "tie_embeddings": "source_target", "attentional_dim": 512}
+    assert build_model("m", block, Vocab.of(8000)).num_parameters() == 9_667_328
+    assert build_model("m", joeynmt, Vocab.of(8000)).num_parameters() == 14_812_672 - (512 * 512 + 512)
+
+
 def test_profiles_apply_in_order_a_later_one_winning():
     base = {"data": {"source": {"kind": "multi30k"}, "max_train_pairs": None, "max_length": 80},
             "models": {"a": {"x": 1}, "b": {"x": 1}}}

@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from nmtbench.models.registry import build_model
+from nmtbench.models.vocabulary import Vocab
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted([ROOT / "README.md", ROOT / "CHANGELOG.md", *(ROOT / "docs").rglob("*.md")])
 README_MAX_LINES = 200
@@ -227,3 +230,26 @@ def test_layout_names_every_module():
     named = layout_files(ROOT / "docs" / "design-decisions.md")
     assert sorted(modules - named) == [], "name these in docs/design-decisions.md, Layout, file by file"
     assert sorted(path for path in named if not (ROOT / path).is_file()) == []
+
+
+def parameter_table() -> str:
+    """docs/models.md's parameter counts of the default transformer and lstm_attention_general under each
+    tie_embeddings, with params.yaml's joint vocabulary and with one of the same size per side."""
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    size, names = params["tokenize"]["vocab_size"], ("transformer", "lstm_attention_general")
+    lines = ["| `tie_embeddings` | vocabularies | `transformer` | `lstm_attention_general` |", "|:---|:---|---:|---:|"]
+    vocabularies = {f"one joint, {size:,}": Vocab.of(size), f"one per side, {size:,} each": Vocab.of(size, size)}
+    for label, vocab in vocabularies.items():
+        for tie in ("all", "source_target", "target_output", "none"):
+            if tie in ("all", "source_target") and not vocab.joint:
+                lines.append(f"| {tie} | {label} | refused | refused |")
+                continue
+            counts = [build_model(name, {**params["models"][name], "tie_embeddings": tie}, vocab).num_parameters()
+                      for name in names]
+            lines.append(f"| {tie} | {label} | {counts[0]:,} | {counts[1]:,} |")
+    return "\n".join(lines)
+
+
+def test_the_parameter_table_of_the_models_page_is_the_computed_one():
+    table = parameter_table()
+    assert table in (ROOT / "docs" / "models.md").read_text(encoding="utf-8"), f"put in docs/models.md:\n{table}"

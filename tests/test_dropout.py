@@ -8,6 +8,7 @@ from helpers.models import PAD, TINY_VARIANTS, V
 from nmtbench.models.attention import scaled_dot_product
 from nmtbench.models.dropout import Dropout, dropout
 from nmtbench.models.registry import build_model
+from nmtbench.models.vocabulary import Vocab
 
 LARGE = 1_000_000  # a drop rate off by 0.0015 is five standard deviations of its estimate here
 
@@ -96,7 +97,7 @@ def every_family_with_dropout():
 @pytest.mark.parametrize(("name", "block"), every_family_with_dropout().items())
 def test_no_family_draws_masks_with_bernoulli(name, block):
     torch.manual_seed(0)
-    model = build_model(name, block, V, PAD).train()
+    model = build_model(name, block, Vocab.of(V, pad_id=PAD)).train()
     assert not any(isinstance(module, nn.Dropout) for module in model.modules())
     src, tgt = torch.randint(4, V, (3, 7)), torch.randint(4, V, (3, 6))
     with torch.profiler.profile() as profile:
@@ -108,5 +109,6 @@ def test_no_family_draws_masks_with_bernoulli(name, block):
 
 def test_stacked_recurrent_layers_keep_torchs_own_dropout_between_them():
     # nn.LSTM applies it inside its fused kernel; the default grid's recurrent models have one layer
-    model = build_model("lstm", {**TINY_VARIANTS["lstm_uni_no_feeding"], "dropout": 0.3}, V, PAD).train()
+    block = {**TINY_VARIANTS["lstm_uni_no_feeding"], "dropout": 0.3}
+    model = build_model("lstm", block, Vocab.of(V, pad_id=PAD)).train()
     assert model.encoder.dropout == 0.3 and model.decoder.dropout == 0.3

@@ -16,7 +16,6 @@ from helpers.models import make_tiny_model
 from helpers.project import TINY_PARAMS, write_tiny_project
 from nmtbench.config import DecodeConfig, parse_params
 from nmtbench.data.batching import TranslationData
-from nmtbench.data.tokenizer import PAD
 from nmtbench.decoding.translator import Translator
 from nmtbench.evaluation.evaluate import evaluate
 from nmtbench.loading import read_vocab
@@ -104,8 +103,7 @@ class NoSyncInSteps(L.Callback):
 def test_training_steps_never_wait_for_the_gpu(project, precision):
     cfg = project.train
     vocab = read_vocab(Path("data/tokenized"))
-    module = TranslationModule("tiny", FAMILIES["tiny"], vocab["size"], PAD, vocab["sha256"],
-                               cfg.model_dump(), 42)
+    module = TranslationModule("tiny", FAMILIES["tiny"], vocab, cfg.model_dump(), 42)
     guard = NoSyncInSteps()
     trainer = L.Trainer(accelerator="gpu", devices=1, precision=precision, max_steps=6, limit_val_batches=0,
                         gradient_clip_val=cfg.gradient_clip_val, callbacks=[guard], logger=False,

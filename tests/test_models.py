@@ -2,12 +2,13 @@
 import pytest
 import torch
 
-from helpers.models import BOS, EOS, PAD, RNN, TINY_VARIANTS, V, make_tiny_model
+from helpers.models import BOS, EOS, PAD, RNN, SEPARATE, TINY_VARIANTS, TRANSFORMER, V_SOURCE, V, make_tiny_model
 from nmtbench.config import ConfigError
 from nmtbench.decoding.search import greedy
 from nmtbench.models.attention import ATTENTION_KINDS
 from nmtbench.models.registry import FAMILIES, build_model
 from nmtbench.models.transformer import NORMS, POSITIONS, SELF_ATTENTION
+from nmtbench.models.vocabulary import Vocab
 
 ATTENTIVE = [name for name, block in TINY_VARIANTS.items() if block.get("attention", "dot") != "none"]
 
@@ -106,7 +107,7 @@ def test_bidirectional_encoder_sees_the_future_and_unidirectional_does_not():
     changed[:, 4] = (changed[:, 4] + 1) % V + 4 * (changed[:, 4] + 1 >= V)
     for bidirectional, future_visible in ((True, True), (False, False)):
         torch.manual_seed(0)
-        model = build_model("m", {**RNN, "bidirectional": bidirectional}, V, PAD).eval()
+        model = build_model("m", {**RNN, "bidirectional": bidirectional}, Vocab.of(V, pad_id=PAD)).eval()
         before = model.encode(src, mask)["enc"][:, :4]
         after = model.encode(changed, mask)["enc"][:, :4]
         assert (not torch.allclose(before, after)) == future_visible
@@ -133,12 +134,78 @@ def test_bidirectional_encoder_sees_the_future_and_unidirectional_does_not():
     ({"family": "transformer", "self_attention": "sparse", "block_size": 0}, "block_size must be positive"),
     ({"family": "decoder_only", "self_attention": "linformer"}, "'linformer' is not valid; choose one of full"),
     ({"family": "rnn", "hidden": 5}, "unknown key(s) hidden"),
+    ({"family": "cnn", "tie_embeddings": "source_output"},
+     "models.bad.tie_embeddings: 'source_output' is not valid; choose one of all, source_target, target_output, none"),
+    ({"family": "rnn", "attentional_dim": 20}, "models.bad.attentional_dim: 20 is not embed_dim (256), but "
+     "tie_embeddings unset makes the output layer the target embedding; set tie_embeddings: none or source_target, "
+     "or attentional_dim: null"),
+    ({"family": "rnn", "attentional_dim": 20, "tie_embeddings": "target_output"},
+     "models.bad.attentional_dim: 20 is not embed_dim (256), but tie_embeddings target_output makes the output"),
     ({"family": "rnn", "layers": "two"}, "models.bad.layers: expected int, got 'two'"),
 ])
 def test_bad_model_blocks_are_refused_with_the_valid_choices(block, message):
     with pytest.raises(ConfigError) as error:
-        build_model("bad", block, V, PAD)
+        build_model("bad", block, Vocab.of(V, pad_id=PAD))
     assert message in str(error.value)
+
+
+@pytest.mark.parametrize("family", ["rnn", "transformer", "decoder_only", "cnn"])
+@pytest.mark.parametrize("tie", ["all", "source_target"])
+def test_a_shared_source_and_target_embedding_is_refused_with_one_vocabulary_per_side(family, tie):
+    with pytest.raises(ConfigError) as error:
+        build_model("m", {"family": family, "tie_embeddings": tie}, Vocab.of(V_SOURCE, V, PAD))
+    assert str(error.value) == (
+        f"models.m.tie_embeddings: {tie} makes the source and the target embedding one matrix, which needs one joint "
+        "vocabulary, but the tokenize stage made one per side (tokenize.joint: false); set tie_embeddings: "
+        "target_output or none, or tokenize.joint: true")
+
+
+# The tiny Transformer has 11,136 parameters besides its vocabulary layers (d 16); each vocabulary matrix adds
+# pieces x 16: one of 20 (all), two (source_target: source = target, and output; target_output: source, and
+# target = output), three (none), the source's of 23 with one vocabulary per side. The tiny GRU: 3,996 and
+# pieces x 12; a_t of 20 instead of 12 (attentional_dim) widens the input feed (3 gates x 16 x 8), the layer
+# making a_t (32 x 8 + 8) and the output layer (20 x 8).
+@pytest.mark.parametrize("block, vocab, params", [
+    (TRANSFORMER, Vocab.of(V, pad_id=PAD), 11_136 + 20 * 16),
+    ({**TRANSFORMER, "tie_embeddings": "target_output"}, Vocab.of(V, pad_id=PAD), 11_136 + 2 * 20 * 16),
+    ({**TRANSFORMER, "tie_embeddings": "source_target"}, Vocab.of(V, pad_id=PAD), 11_136 + 2 * 20 * 16),
+    ({**TRANSFORMER, "tie_embeddings": "none"}, Vocab.of(V, pad_id=PAD), 11_136 + 3 * 20 * 16),
+    (TRANSFORMER, Vocab.of(V_SOURCE, V, PAD), 11_136 + 23 * 16 + 20 * 16),  # null: target_output
+    ({**TRANSFORMER, "tie_embeddings": "none"}, Vocab.of(V_SOURCE, V, PAD), 11_136 + 23 * 16 + 2 * 20 * 16),
+    ({**RNN, "cell": "gru"}, Vocab.of(V, pad_id=PAD), 3_996 + 20 * 12),
+    ({**RNN, "cell": "gru", "tie_embeddings": "target_output"}, Vocab.of(V, pad_id=PAD), 3_996 + 2 * 20 * 12),
+    ({**RNN, "cell": "gru", "tie_embeddings": "none"}, Vocab.of(V_SOURCE, V, PAD), 3_996 + 23 * 12 + 2 * 20 * 12),
+    ({**RNN, "cell": "gru", "tie_embeddings": "none", "attentional_dim": 20}, Vocab.of(V_SOURCE, V, PAD),
+     3_996 + 23 * 12 + 2 * 20 * 12 + 3 * 16 * 8 + (32 * 8 + 8) + 20 * 8),
+    ({**RNN, "cell": "gru", "tie_embeddings": "source_target", "attentional_dim": 20}, Vocab.of(V, pad_id=PAD),
+     3_996 + 20 * 12 + 20 * 12 + 3 * 16 * 8 + (32 * 8 + 8) + 20 * 8),
+])
+def test_parameter_counts_follow_tie_embeddings_and_the_vocabularies(block, vocab, params):
+    assert build_model("m", block, vocab).num_parameters() == params
+
+
+@pytest.mark.parametrize("name", sorted(SEPARATE))
+def test_one_vocabulary_per_side_reads_source_ids_and_writes_target_logits(name):
+    """Source ids up to V_SOURCE - 1, which the target vocabulary does not have; logits over the V target pieces."""
+    model = make_tiny_model(name)
+    src, mask, tgt = batch()
+    src[0, :3] = torch.tensor([V, V + 1, V_SOURCE - 1])
+    forced = model(src, mask, tgt)
+    assert forced.shape == (3, 6, V)
+    stepped, _ = step_by_step(model, src, mask, tgt)
+    assert torch.allclose(stepped, forced.log_softmax(-1), atol=1e-5)
+
+
+@pytest.mark.parametrize("name", TINY_VARIANTS)
+def test_saved_weights_reload_into_a_fresh_model_and_keep_their_ties(name):
+    model, fresh = make_tiny_model(name, seed=0), make_tiny_model(name, seed=1)
+    fresh.load_state_dict(model.state_dict())
+    src, mask, tgt = batch()
+    assert torch.equal(fresh(src, mask, tgt), model(src, mask, tgt))
+    tie = getattr(fresh, "tie", None)  # a built-in family's tying; the own model's table is its own
+    if tie is not None:
+        assert (fresh.output.weight is fresh.target_table().weight) == (tie in ("all", "target_output"))
+        assert (fresh.target_table() is fresh.embed) == (tie in ("all", "source_target"))
 
 
 def test_relative_attention_logits_depend_only_on_distance():
@@ -180,7 +247,7 @@ def test_sparse_attention_that_sees_every_key_is_full_attention(block):
 
     src, mask, tgt = batch()
     full = make_tiny_model("transformer_post")
-    sparse = build_model("s", {**TRANSFORMER, **block, "max_positions": 16}, V, PAD).eval()
+    sparse = build_model("s", {**TRANSFORMER, **block, "max_positions": 16}, Vocab.of(V, pad_id=PAD)).eval()
     if block["random_blocks"]:  # every random block a different token: 8 of them cover the 7 positions
         sparse.random_blocks.copy_(torch.arange(8).expand(16, 8))
     sparse.load_state_dict({**full.state_dict(), "random_blocks": sparse.random_blocks})
@@ -211,6 +278,12 @@ def test_linformer_needs_the_source_within_max_positions():
 def test_the_shared_tests_cover_every_family_and_option():
     blocks = TINY_VARIANTS.values()
     assert {b["family"] for b in blocks} == {*FAMILIES, "bag_gru:BagGRU"}  # and the worked example of an own model
+    for family in FAMILIES:  # every tying with one joint vocabulary or one per side, as far as each can apply
+        ties = {(b.get("tie_embeddings") or ("target_output" if name in SEPARATE else "all"), name in SEPARATE)
+                for name, b in TINY_VARIANTS.items() if b["family"] == family}
+        assert {("all", False), ("none", True)} <= ties and "target_output" in {tie for tie, _ in ties}, family
+    assert {b.get("tie_embeddings") for b in blocks} >= {"source_target", "target_output", "none"}  # all: unset
+    assert any(b.get("attentional_dim") for b in blocks)
     assert {b.get("attention", "additive") for b in blocks if b["family"] == "rnn"} == set(ATTENTION_KINDS)
     assert {b.get("cell", "lstm") for b in blocks if b["family"] == "rnn"} == {"rnn", "gru", "lstm"}
     transformers = [b for b in blocks if b["family"] == "transformer"]

@@ -1,5 +1,6 @@
 """End to end: the files and hub sources through `dvc repro` on tiny made-up corpora with test splits of their
-own names, which must reach evaluate, compare, the beam sweep and the report."""
+own names, which must reach evaluate, compare, the beam sweep and the report; the files source's run with one
+sentencepiece model per side (tokenize.joint: false), the analyze stage included."""
 import gzip
 import json
 
@@ -26,14 +27,14 @@ TINY_MODELS = {"transformer": {"family": "transformer", "d_model": 32, "heads": 
                                   "attention": "general"}}
 
 
-def profile(tmp_path, source: dict) -> object:
+def profile(tmp_path, source: dict, tokenize: dict | None = None) -> object:
     """The smoke profile with this source and its test split heldout, and two tiny models only."""
     overrides = yaml.safe_load((ROOT / "profiles/smoke.yaml").read_text())
     overrides["data"] = {"source": source, "src_lang": "en", "tgt_lang": "de", "eval_splits": ["heldout"],
                          "max_eval_pairs": None}
     overrides["train"].update({"max_epochs": 2, "budget": {"kind": "time", "value": 30}, "val_bleu_sentences": 0})
     overrides["tune"]["trials"] = 0  # tuning is the smoke pipeline's to cover; these runs check the data sources
-    overrides.update({"tokenize": {"vocab_size": 300}, "replace": ["models"], "models": TINY_MODELS,
+    overrides.update({"tokenize": tokenize or {"vocab_size": 300}, "replace": ["models"], "models": TINY_MODELS,
                       "compare": {"bootstrap_resamples": 20, "examples": [0, 1]}})
     path = tmp_path / "profile.yaml"
     path.write_text(yaml.safe_dump(overrides, sort_keys=False))
@@ -69,9 +70,16 @@ def test_files_source_runs_the_pipeline_and_reruns_prepare_when_the_corpus_chang
             else:
                 (corpus / f"{split}.{lang}").write_bytes(text)
     workspace = tmp_path / "workspace"
-    run = pipeline_workspace(workspace, profile(tmp_path, {"kind": "files", "path": str(corpus)}))
+    per_side = {"joint": False, "vocab_size": 290, "target_vocab_size": 300}  # one sentencepiece model per side
+    run = pipeline_workspace(workspace, profile(tmp_path, {"kind": "files", "path": str(corpus)}, per_side))
     run("dvc", "repro")
     assert_heldout_reaches_every_stage(workspace)
+    vocab = json.loads((workspace / "data/tokenized/vocab.json").read_text())
+    assert (vocab["size"], vocab["target_size"]) == (290, 300)
+    for model in TINY_MODELS:
+        assert sorted(p.name for p in (workspace / f"models/{model}/seed42").iterdir()) == [
+            "best.ckpt", "spm.src.model", "spm.tgt.model", "vocab.json"]
+    assert json.loads((workspace / "results/claims.json").read_text())["verdicts"]  # the probe on both vocabularies
     stats = json.loads((workspace / "data/stats.json").read_text())
     assert stats["inputs"]["train.en"] == sha256(corpus / "train.en")
     assert stats["splits"]["train"]["lines"] == 400

@@ -7,6 +7,7 @@ import torch
 from helpers.models import PAD, V
 from nmtbench.config import BudgetConfig, ConfigError
 from nmtbench.models.registry import build_model, model_config
+from nmtbench.models.vocabulary import Vocab
 from nmtbench.training.budget import budget_limits
 
 OWN = textwrap.dedent('''
@@ -41,9 +42,9 @@ OWN = textwrap.dedent('''
         """Logits looked up from the previous token: no matrix product for the FLOP counter to see."""
         config_class = LookupConfig
 
-        def __init__(self, cfg, vocab_size, pad_id):
+        def __init__(self, cfg, vocab):
             super().__init__()
-            self.table, self.pad_id = nn.Embedding(vocab_size, vocab_size), pad_id
+            self.table, self.pad_id = nn.Embedding(vocab.target, vocab.target), vocab.pad_id
 
         def encode(self, src, src_mask):
             return None
@@ -63,7 +64,7 @@ def own_module(tmp_path, monkeypatch):
 def test_an_own_class_is_built_with_its_config_validated_like_a_builtin(own_module):
     cfg = model_config("wide", {"family": "own_models:Wide", "embed_dim": 8})
     assert (type(cfg).__name__, cfg.embed_dim, cfg.hidden_dim) == ("WideConfig", 8, 24)
-    model = build_model("wide", {"family": "own_models:Wide", "embed_dim": 8}, V, PAD)
+    model = build_model("wide", {"family": "own_models:Wide", "embed_dim": 8}, Vocab.of(V, pad_id=PAD))
     assert model.cell.hidden_size == 24 and model.num_parameters() == sum(p.numel() for p in model.parameters())
     with pytest.raises(ConfigError, match=r"models.wide: unknown key\(s\) heads"):
         model_config("wide", {"family": "own_models:Wide", "heads": 4})
@@ -87,7 +88,7 @@ def test_a_bad_family_is_refused_in_one_line(own_module, family, error):
 
 
 def test_a_model_whose_flops_torch_cannot_count_needs_another_budget(own_module):
-    model = build_model("lookup", {"family": "own_models:Lookup"}, V, PAD)
+    model = build_model("lookup", {"family": "own_models:Lookup"}, Vocab.of(V, pad_id=PAD))
     with pytest.raises(ConfigError, match="finds no matrix product in the training step of Lookup, so a flops budget "
                                           "would never stop it; give it train.budget.kind time or train.max_steps"):
         budget_limits(BudgetConfig(kind="flops", value=1e9), model)

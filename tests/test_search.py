@@ -6,6 +6,7 @@ import torch
 from helpers.models import BOS, EOS, PAD, TINY_VARIANTS, make_tiny_model
 from nmtbench.decoding.search import _banned_ngram_tokens, beam_search, greedy, length_penalty, max_lengths
 from nmtbench.models.registry import build_model
+from nmtbench.models.vocabulary import Vocab
 
 
 def sources():
@@ -98,7 +99,7 @@ def test_scores_are_the_teacher_forced_log_probability_over_the_penalty(name, pe
 def test_a_wide_beam_finds_the_exhaustive_best(name):
     vocab, budget = 6, 3  # every output of at most 3 tokens: 1 + 5 + 25 + 125 ended ones and 125 cut off
     torch.manual_seed(1)
-    model = build_model(name, TINY_VARIANTS[name], vocab, PAD).eval()
+    model = build_model(name, TINY_VARIANTS[name], Vocab.of(vocab, pad_id=PAD)).eval()
     row = [4, 5, 4]
     src, mask = padded([row])
     others = [t for t in range(vocab) if t != EOS]

@@ -11,9 +11,21 @@ from nmtbench.config import DataConfig, TokenizeConfig, parse_params
 from nmtbench.data import tokenizer as tokenizer_module
 from nmtbench.data.prepare import load_prepared, prepare
 from nmtbench.data.sources import DataError
-from nmtbench.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer, load_tokenized, tokenize, training_sentences
+from nmtbench.data.tokenizer import (
+    BOS,
+    EOS,
+    PAD,
+    UNK,
+    Tokenizer,
+    load_tokenized,
+    tokenize,
+    training_sentences,
+    vocab_id,
+)
 
 TINY = TokenizeConfig(vocab_size=305)  # the tiny train split needs at least 301 pieces and yields at most 307
+# one model per side: the tiny sources need 287 to 354 pieces, the targets 288 to 368
+TINY_PER_SIDE = TokenizeConfig(joint=False, vocab_size=290, target_vocab_size=300)
 
 
 @pytest.fixture
@@ -50,7 +62,7 @@ def test_round_trip_is_exact(prepared, tmp_path, model_type, text):
 def test_special_ids_are_fixed(tokenized):
     tokenizer = Tokenizer(tokenized)
     assert (PAD, UNK, BOS, EOS) == (0, 1, 2, 3)
-    assert [tokenizer.sp.id_to_piece(i) for i in range(4)] == ["<pad>", "<unk>", "<s>", "</s>"]
+    assert [tokenizer.source.sp.id_to_piece(i) for i in range(4)] == ["<pad>", "<unk>", "<s>", "</s>"]
 
 
 def test_output_layout(tokenized):
@@ -62,8 +74,37 @@ def test_output_layout(tokenized):
     vocab = (tokenized / "spm.vocab").read_text().splitlines()
     assert len(vocab) == 305
     assert vocab[:5] == ["<pad>\t0", "<unk>\t0", "<s>\t0", "</s>\t0", "<0x00>\t0"]
-    tokenizer = Tokenizer(tokenized / "spm.model")
-    assert (tokenizer.vocab_size, tokenizer.sha256) == (305, sha256)
+    tokenizer = Tokenizer(tokenized)
+    assert tokenizer.joint and tokenizer.source is tokenizer.target and tokenizer.files == [tokenized / "spm.model"]
+    assert (tokenizer.source.size, tokenizer.source.sha256, vocab_id(tokenizer.record)) == (305, sha256, sha256)
+
+
+def test_one_model_per_side_learns_its_side_only_and_round_trips(prepared, tmp_path):
+    """tokenize.joint false: spm.src.* from the sources, spm.tgt.* from the targets, each split encoded with both."""
+    tokenized = tmp_path / "tokenized"
+    tokenizer = tokenize(TINY_PER_SIDE, prepared, tokenized)
+    assert sorted(p.name for p in tokenized.iterdir()) == ["dataset", "spm.src.model", "spm.src.vocab",
+                                                           "spm.tgt.model", "spm.tgt.vocab", "vocab.json"]
+    source, target = (hashlib.sha256((tokenized / f"spm.{side}.model").read_bytes()).hexdigest()
+                      for side in ("src", "tgt"))
+    assert json.loads((tokenized / "vocab.json").read_text()) == tokenizer.record == {
+        "size": 290, "pad": 0, "unk": 1, "bos": 2, "eos": 3, "sha256": source,
+        "target_size": 300, "target_sha256": target}
+    assert vocab_id(tokenizer.record) == f"{source}+{target}" and not tokenizer.joint
+    assert [len((tokenized / f"spm.{side}.vocab").read_text().splitlines()) for side in ("src", "tgt")] == [290, 300]
+    # "Ü" is only in the targets, "漢" only in the sources: each is a piece of its own side's model alone
+    assert tokenizer.source.sp.piece_to_id("Ü") == UNK != tokenizer.target.sp.piece_to_id("Ü")
+    assert tokenizer.target.sp.piece_to_id("漢") == UNK != tokenizer.source.sp.piece_to_id("漢")
+    reloaded = Tokenizer(tokenized)
+    for split in load_tokenized(tokenized).values():
+        for row in split:
+            assert row["src_ids"] == reloaded.encode(row["src"]) == tokenizer.source.encode(row["src"])
+            assert row["tgt_ids"] == tokenizer.target.encode(row["tgt"])
+            assert reloaded.decode(row["tgt_ids"]) == row["tgt"]
+            assert tokenizer.source.decode(row["src_ids"]) == row["src"]
+    text = "Grüße „quoted“ 漢字 Ünïcödé 🐕"
+    for side in (tokenizer.source, tokenizer.target):  # byte fallback on both sides: every string round-trips
+        assert side.decode(side.encode(text)) == text and UNK not in side.encode(text)
 
 
 def test_dataset_holds_text_and_ids_without_bos_eos(tokenized):
@@ -82,8 +123,8 @@ def test_dataset_holds_text_and_ids_without_bos_eos(tokenized):
 
 def test_training_is_reproducible(prepared, tmp_path):
     params = parse_params({"tokenize": {"vocab_size": 305}, "models": {"tiny": {}}})
-    first = tokenize(params, prepared, tmp_path / "a").sha256
-    assert tokenize(params, prepared, tmp_path / "b").sha256 == first
+    first = tokenize(params, prepared, tmp_path / "a").record
+    assert tokenize(params, prepared, tmp_path / "b").record == first
     assert (tmp_path / "a" / "spm.vocab").read_bytes() == (tmp_path / "b" / "spm.vocab").read_bytes()
 
 
@@ -95,6 +136,9 @@ def test_sentencepiece_reads_every_sentence_in_order_or_a_seeded_sample(prepared
     assert len(sample) == 5 and sample == list(training_sentences(train, 5))
     positions = [everything.index(sentence) for sentence in sample]  # the tiny corpus has no repeated sentence
     assert positions == sorted(positions)  # sources first, then targets, each in corpus order
+    assert list(training_sentences(train, 10**6, ("tgt",))) == train["tgt"]  # one side's model reads that side only
+    targets = list(training_sentences(train, 3, ("tgt",)))
+    assert len(targets) == 3 and set(targets) < set(train["tgt"])
 
 
 def test_encoding_in_several_processes_gives_the_same_dataset(prepared, tmp_path, monkeypatch):
@@ -160,6 +204,20 @@ def test_bad_vocab_size_says_which_value_to_use(prepared, tmp_path, vocab_size, 
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp folder left behind
 
 
+@pytest.mark.parametrize("cfg, message", [
+    (TokenizeConfig(joint=False, vocab_size=280), "tokenize.vocab_size: 280 cannot hold the 4 special tokens, 256 "
+     "fallback bytes and the characters of train's source side; raise tokenize.vocab_size to at least 287"),
+    (TokenizeConfig(joint=False, vocab_size=360), "tokenize.vocab_size: 360 is more pieces than the train split's "
+     "source side yields; lower tokenize.vocab_size to at most 354"),
+    (TokenizeConfig(joint=False, vocab_size=290, target_vocab_size=380), "tokenize.target_vocab_size: 380 is more "
+     "pieces than the train split's target side yields; lower tokenize.target_vocab_size to at most 368"),
+])
+def test_a_bad_size_per_side_names_the_side_and_its_key(prepared, tmp_path, cfg, message):
+    with pytest.raises(DataError) as e:
+        tokenize(cfg, prepared, tmp_path / "tokenized")
+    assert str(e.value) == message
+
+
 def test_missing_prepared_says_which_stage_to_run(tmp_path):
     with pytest.raises(DataError, match=r"run the prepare stage first: dvc repro prepare$"):
         tokenize(TINY, tmp_path / "prepared", tmp_path / "tokenized")
@@ -183,7 +241,7 @@ def test_real_val_split_round_trips_exactly(tmp_path):
                     tmp_path / "raw")
     assert stats["splits"]["train"]["lines"] == 29000
     tokenizer = tokenize(TokenizeConfig(vocab_size=8000), tmp_path / "prepared", tmp_path / "tokenized")
-    assert tokenizer.vocab_size == 8000
+    assert tokenizer.source.size == 8000
     val = load_tokenized(tmp_path / "tokenized")["val"]
     for side, lang in (("src", "en"), ("tgt", "de")):
         with gzip.open(mirror / f"val.{lang}.gz") as f:

@@ -226,6 +226,60 @@ def test_a_checkpoint_from_another_vocabulary_is_refused(trained, tmp_path):
         load_model(truncated, Tokenizer("data/tokenized"))
 
 
+def test_a_checkpoint_from_before_one_vocabulary_per_side_still_loads(trained, tmp_path):
+    """Such checkpoints kept the vocabulary as the hyperparameters vocab_size, pad_id and vocab_sha256."""
+    checkpoint = torch.load("models/tiny/seed42/best.ckpt", weights_only=False)
+    vocab = checkpoint["hyper_parameters"].pop("vocab")
+    checkpoint["hyper_parameters"].update(vocab_size=vocab["size"], pad_id=vocab["pad"], vocab_sha256=vocab["sha256"])
+    torch.save(checkpoint, tmp_path / "old.ckpt")
+    tokenizer = Tokenizer("data/tokenized")
+    old, new = load_model(tmp_path / "old.ckpt", tokenizer), load_model("models/tiny/seed42/best.ckpt", tokenizer)
+    assert_same_tensors(old.state_dict(), new.state_dict())
+    with pytest.raises(CheckpointError, match="was trained with another vocabulary"):
+        load_model(tmp_path / "old.ckpt", tokenize(TokenizeConfig(vocab_size=304), out_dir=tmp_path / "other"))
+
+
+PER_SIDE = TokenizeConfig(joint=False, vocab_size=290, target_vocab_size=300)
+
+
+def test_one_vocabulary_per_side_trains_translates_reloads_and_refuses_another(project, tmp_path, monkeypatch,
+                                                                              capsys):
+    """tokenize.joint false: a model reads the source model's ids and writes the target model's; its folder holds
+    both sentencepiece models and translates alone, and a vocabulary that differs on either side is refused."""
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    tokenize(PER_SIDE)
+    models = {"tiny": {**project.models["tiny"], "tie_embeddings": "none"},  # null would tie target and output
+              "tiny_rnn": {"family": "rnn", "cell": "gru", "attention": "additive", "embed_dim": 12, "hidden_dim": 16}}
+    params = project.model_copy(update={"models": models})
+    for name, tie in (("tiny", "none"), ("tiny_rnn", "target_output")):
+        metrics = train(params, name)
+        folder = Path(f"models/{name}/seed42")
+        assert sorted(p.name for p in folder.iterdir()) == ["best.ckpt", "spm.src.model", "spm.tgt.model",
+                                                            "vocab.json"]
+        model = load_model(folder / "best.ckpt", Tokenizer("data/tokenized"))
+        assert (model.embed.num_embeddings, model.output.out_features, model.tie) == (290, 300, tie)
+        assert metrics["params"] == model.num_parameters()
+    evaluate(params, "tiny")
+    attention = json.loads(Path("metrics/tiny/seed42/attention.json").read_text())
+    assert "".join(attention["source_pieces"]).replace("\u2581", " ").strip() == "A cat."  # the source model's pieces
+    Path("in.txt").write_text("A cat.\nTwo birds fly.\n")  # test_2016_flickr's sources
+    capsys.readouterr()
+    assert main(["translate", "models/tiny/seed42", "in.txt"]) == 0  # params.yaml's evaluate block, as evaluate
+    assert capsys.readouterr().out == Path("results/tiny/seed42/test_2016_flickr.txt").read_text()
+
+    joint = tokenize(TokenizeConfig(vocab_size=305), out_dir=tmp_path / "joint")
+    other_target = tokenize(PER_SIDE.model_copy(update={"target_vocab_size": 301}), out_dir=tmp_path / "other")
+    assert other_target.source.sha256 == Tokenizer("data/tokenized").source.sha256  # only the target differs
+    for tokenizer, named in ((joint, "joint/spm.model"),
+                             (other_target, "other/spm.src.model and .*other/spm.tgt.model")):
+        with pytest.raises(CheckpointError, match=f"was trained with another vocabulary than .*{named}; retrain"):
+            load_model("models/tiny/seed42/best.ckpt", tokenizer)
+    tied = params.model_copy(update={"models": {"tiny": {**models["tiny"], "tie_embeddings": "all"}}})
+    with pytest.raises(ConfigError, match="^models.tiny.tie_embeddings: all makes the source and the target embedding "
+                                          "one matrix, which needs one joint vocabulary"):
+        train(tied, "tiny")
+
+
 def test_translate_reads_a_file_or_standard_input(trained, capsys, monkeypatch):
     """In-process, except the pipe: the one test of `python -m nmtbench` reading a real standard input."""
     Path("in.txt").write_text("A dog runs.\nTwo birds fly.\n")

@@ -2,8 +2,10 @@
 
 It asks whether word order in the encoder matters at all on Multi30k's short captions: the encoder is the
 source embeddings alone (a bag of subwords the decoder attends over), the decoder a GRU with dot attention.
-It implements nmtbench's Seq2Seq interface (encode, teacher_forced, init_state, decode_step) and names its
-config in `config_class`, so params.yaml trains, tunes, budgets, decodes and compares it like a built-in:
+It implements nmtbench's Seq2Seq interface (encode, teacher_forced, init_state, decode_step), is built from its
+config and the vocabularies (nmtbench.models.vocabulary.Vocab: the source's and the target's sizes, whether they
+are one joint vocabulary, the pad id) and names its config in `config_class`, so params.yaml trains, tunes,
+budgets, decodes and compares it like a built-in:
 
     models:
       bag_gru:
@@ -20,6 +22,7 @@ from torch import nn
 from nmtbench.config import Block, ConfigError
 from nmtbench.models.dropout import Dropout
 from nmtbench.models.interface import DecoderState, Seq2Seq
+from nmtbench.models.vocabulary import Vocab
 
 
 class BagGRUConfig(Block):
@@ -35,13 +38,16 @@ class BagGRUConfig(Block):
 class BagGRU(Seq2Seq):
     config_class = BagGRUConfig
 
-    def __init__(self, cfg: BagGRUConfig, vocab_size: int, pad_id: int):
+    def __init__(self, cfg: BagGRUConfig, vocab: Vocab):
         super().__init__()
-        self.cfg, self.pad_id = cfg, pad_id
-        self.embed = nn.Embedding(vocab_size, cfg.embed_dim, padding_idx=pad_id)
+        self.cfg, self.pad_id = cfg, vocab.pad_id
+        self.embed = nn.Embedding(vocab.source, cfg.embed_dim, padding_idx=vocab.pad_id)
+        # one table for both sides when they share a vocabulary, else the target's own
+        self.target_embed = self.embed if vocab.joint else nn.Embedding(vocab.target, cfg.embed_dim,
+                                                                         padding_idx=vocab.pad_id)
         self.keys = nn.Linear(cfg.embed_dim, cfg.hidden_dim, bias=False)
         self.cell = nn.GRUCell(2 * cfg.embed_dim, cfg.hidden_dim)
-        self.out = nn.Linear(cfg.hidden_dim + cfg.embed_dim, vocab_size)
+        self.out = nn.Linear(cfg.hidden_dim + cfg.embed_dim, vocab.target)
         self.dropout = Dropout(cfg.dropout)  # nn.Dropout's semantics, cheaper masks on a CPU
 
     def encode(self, src, src_mask):
@@ -64,11 +70,11 @@ class BagGRU(Seq2Seq):
 
     def teacher_forced(self, memory, src_mask, tgt_in):
         state, outputs = self.init_state(memory, src_mask), []
-        for emb in self.dropout(self.embed(tgt_in)).unbind(1):
+        for emb in self.dropout(self.target_embed(tgt_in)).unbind(1):
             features, state = self._step(state, emb)
             outputs.append(features)
         return self.out(self.dropout(torch.stack(outputs, 1)))  # (B, T, V)
 
     def decode_step(self, state, y_prev):
-        features, state = self._step(state, self.embed(y_prev))
+        features, state = self._step(state, self.target_embed(y_prev))
         return torch.log_softmax(self.out(features).float(), -1), state

@@ -206,9 +206,18 @@ class DataConfig(Block):
 class TokenizeConfig(Block):
     where: ClassVar[str] = "tokenize"
     model_type: Literal["bpe", "unigram"] = "bpe"
+    joint: bool = True  # one sentencepiece model for both sides; false: one per side
     vocab_size: int = Field(8000, ge=8, description="must be at least 8, got {value!r}")
+    target_vocab_size: int | None = Field(None, ge=8)  # the target's model, with joint false; None: vocab_size
     character_coverage: float = Field(1.0, gt=0, le=1)
     sample_sentences: int = Field(2_000_000, gt=0)
+
+    @model_validator(mode="after")
+    def _target_size_needs_a_target_model(self):
+        if self.joint and self.target_vocab_size is not None:
+            raise ConfigError("tokenize.target_vocab_size: only read when tokenize.joint is false (one sentencepiece "
+                              "model per side); remove it or set joint: false")
+        return self
 
 
 class BudgetConfig(Block):

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import torch
 
-from nmtbench.data.tokenizer import Tokenizer
+from nmtbench.data.tokenizer import Tokenizer, vocab_id
 from nmtbench.models.interface import Seq2Seq
 from nmtbench.models.registry import build_model
+from nmtbench.models.vocabulary import Vocab
 
 
 class CheckpointError(ValueError):
@@ -26,6 +27,18 @@ def read_vocab(tokenized_dir: Path) -> dict:
     return json.loads(path.read_text())
 
 
+def model_vocab(record: dict) -> Vocab:
+    """The vocabularies a model is built for, from a vocab.json record: one joint, or target_size for the target."""
+    return Vocab.of(record["size"], record.get("target_size"), record["pad"])
+
+
+def checkpoint_vocab(hparams: dict) -> dict:
+    """The vocab.json record a checkpoint was trained with; checkpoints from before separate vocabularies kept
+    its size and sha256 as hyperparameters of their own."""
+    return hparams.get("vocab") or {"size": hparams["vocab_size"], "pad": hparams["pad_id"],
+                                    "sha256": hparams["vocab_sha256"]}
+
+
 def load_model(checkpoint_path: Path, tokenizer: Tokenizer, device: torch.device | str = "cpu") -> Seq2Seq:
     """Rebuild a trained model from its checkpoint onto device (whichever device it was saved from),
     refusing one trained with another tokenizer."""
@@ -35,15 +48,16 @@ def load_model(checkpoint_path: Path, tokenizer: Tokenizer, device: torch.device
     try:
         checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
         hparams = checkpoint["hyper_parameters"]  # TranslationModule's arguments
-        model = build_model(hparams["name"], hparams["block"], hparams["vocab_size"], hparams["pad_id"])
+        vocab = checkpoint_vocab(hparams)
+        model = build_model(hparams["name"], hparams["block"], model_vocab(vocab))
         # the module holds the model as `model`: its weights are the state_dict's "model." entries
         model.load_state_dict({key.removeprefix("model."): value for key, value in checkpoint["state_dict"].items()
                                if key.startswith("model.")})
     except Exception as error:  # torch raises many kinds for an unreadable file
         raise CheckpointError(f"{checkpoint_path} is not a readable nmtbench checkpoint ({type(error).__name__}); "
                               "retrain the model or restore the file") from error
-    if hparams["vocab_sha256"] != tokenizer.sha256:
-        raise CheckpointError(f"{checkpoint_path} was trained with another vocabulary than {tokenizer.path}; "
+    if vocab_id(vocab) != vocab_id(tokenizer.record):
+        raise CheckpointError(f"{checkpoint_path} was trained with another vocabulary than {tokenizer}; "
                               f"retrain it (dvc repro train@{hparams['name']}-{hparams['seed']}) "
                               "or use the tokenizer it was trained with")
     return model.to(device).eval()

@@ -7,12 +7,17 @@ from pathlib import Path
 import torch
 
 from nmtbench.models.registry import build_model
+from nmtbench.models.vocabulary import Vocab
 
 # the worked example of an own model, outside the package, imported as params.yaml would name it
 sys.path.insert(0, str(Path(__file__).parents[2] / "examples" / "own_model"))
 
 # Tiny models: one entry per variant the shared model and search tests run on.
 V, PAD, BOS, EOS = 20, 0, 2, 3
+# The variants of SEPARATE read a source vocabulary of V_SOURCE pieces and write a target vocabulary of V; the
+# others one joint vocabulary of V. A source larger than the target: the tests' ids (4 to V) fit either side, and
+# a side mixed up shows as a source id out of range or logits of the wrong width.
+V_SOURCE = 23
 
 RNN = {"family": "rnn", "embed_dim": 12, "hidden_dim": 16, "dropout": 0.0}
 TRANSFORMER = {"family": "transformer", "d_model": 16, "heads": 2, "layers": 2, "d_ff": 32, "dropout": 0.0}
@@ -42,10 +47,31 @@ TINY_VARIANTS = {
     "cnn_wide_kernel": {"family": "cnn", "embed_dim": 12, "channels": 16, "kernel": 5, "encoder_layers": 3,
                         "decoder_layers": 1, "dropout": 0.0},
     "own_bag_gru": {"family": "bag_gru:BagGRU", "embed_dim": 12, "hidden_dim": 16, "dropout": 0.0},
+    # tie_embeddings and one vocabulary per side (SEPARATE), every family; a_t wider than the embeddings when untied
+    "gru_additive_untied": {**RNN, "cell": "gru", "tie_embeddings": "none", "attentional_dim": 20},
+    "lstm_general_target_output": {**RNN, "attention": "general", "tie_embeddings": "target_output"},
+    "lstm_additive_source_target": {**RNN, "tie_embeddings": "source_target", "attentional_dim": 20},
+    "rnn_none_separate": {**RNN, "cell": "rnn", "attention": "none"},
+    "transformer_untied": {**TRANSFORMER, "tie_embeddings": "none"},
+    "transformer_target_output": {**TRANSFORMER, "norm": "pre", "tie_embeddings": "target_output"},
+    "decoder_only_separate": {**TRANSFORMER, "family": "decoder_only"},
+    "decoder_only_untied": {**TRANSFORMER, "family": "decoder_only", "prefix_attention": True,
+                            "tie_embeddings": "none"},
+    "cnn_untied": {"family": "cnn", "embed_dim": 12, "channels": 16, "kernel": 3, "dropout": 0.0,
+                   "tie_embeddings": "none"},
+    "cnn_target_output": {"family": "cnn", "embed_dim": 12, "channels": 16, "kernel": 3, "dropout": 0.0,
+                          "tie_embeddings": "target_output"},
+    "own_bag_gru_separate": {"family": "bag_gru:BagGRU", "embed_dim": 12, "hidden_dim": 16, "dropout": 0.0},
 }
+SEPARATE = {"gru_additive_untied", "rnn_none_separate", "transformer_untied", "decoder_only_separate",
+            "decoder_only_untied", "cnn_untied", "own_bag_gru_separate"}
+
+
+def tiny_vocab(name) -> Vocab:
+    return Vocab.of(V_SOURCE, V, PAD) if name in SEPARATE else Vocab.of(V, pad_id=PAD)
 
 
 def make_tiny_model(name, seed=0):
     """A tiny model of every registered variant, in eval mode, the same for the same seed."""
     torch.manual_seed(seed)
-    return build_model(name, TINY_VARIANTS[name], V, PAD).eval()
+    return build_model(name, TINY_VARIANTS[name], tiny_vocab(name)).eval()

@@ -15,7 +15,7 @@ from nmtbench.analysis.sizing import at_width
 from nmtbench.analysis.synthetic import run_tasks
 from nmtbench.config import ConfigError, Params
 from nmtbench.files import atomic_dir, write_bytes, write_json, write_text
-from nmtbench.loading import read_vocab
+from nmtbench.loading import model_vocab, read_vocab
 from nmtbench.models.registry import model_config
 from nmtbench.provenance import stamp
 from nmtbench.runs import RESULTS
@@ -37,7 +37,9 @@ def analyze(params: Params, tokenized_dir: Path = Path("data/tokenized"),
         raise ConfigError("analyze.device: cuda, but no GPU is visible; set analyze.device: cpu")
     for name, block in cfg.models.items():  # refuse a bad block before any work
         model_config(name, at_width(name, block, cfg.width))
-    read_vocab(tokenized_dir)
+    vocab = model_vocab(read_vocab(tokenized_dir))
+    for name in cfg.gradient_models:  # the gradient probe trains on data/tokenized, the other measures on symbols
+        model_config(name, at_width(name, cfg.models[name], cfg.width), vocab)
     measurements = {"width": cfg.width, "device": device_name(cfg.device), "train_length": cfg.train_length,
                     "min_length": cfg.min_length, "span_threshold": cfg.span_threshold, "roles": cfg.roles,
                     "complexity": sweep(cfg), "long": long_sweep(cfg), "gradients": probe(cfg, tokenized_dir),

@@ -25,6 +25,7 @@ from nmtbench.data.tokenizer import BOS, PAD
 from nmtbench.models.efficient_attention import LengthProjection
 from nmtbench.models.flops import training_step_flops
 from nmtbench.models.interface import Seq2Seq
+from nmtbench.models.vocabulary import Vocab
 
 aten = torch.ops.aten
 # fused kernels that run a whole sequence: step t needs step t - 1, so each counts its time steps
@@ -183,6 +184,11 @@ def layer_parameters(model: Seq2Seq) -> int:
     return sum(p.numel() for p in model.parameters() if id(p) not in tables)
 
 
+def symbols(cfg: AnalyzeConfig) -> Vocab:
+    """The vocabulary of the random symbols: one joint vocabulary of analyze.vocab_size."""
+    return Vocab.of(cfg.vocab_size, pad_id=PAD)
+
+
 def random_batch(cfg: AnalyzeConfig, generator: torch.Generator, src_len: int, tgt_len: int) -> tuple:
     """(src, src_mask, tgt_in) of random symbols, no padding, the target starting with bos."""
     src = torch.randint(BOS + 2, cfg.vocab_size, (cfg.batch_size, src_len), generator=generator).to(cfg.device)
@@ -207,7 +213,7 @@ def measure(model: Seq2Seq, length: int, cfg: AnalyzeConfig, generator: torch.Ge
 
 def measured_model(name: str, cfg: AnalyzeConfig) -> Seq2Seq:
     torch.manual_seed(cfg.seed)
-    return build_at_width(name, cfg.models[name], cfg.width, cfg.vocab_size, PAD).to(cfg.device).eval()
+    return build_at_width(name, cfg.models[name], cfg.width, symbols(cfg)).to(cfg.device).eval()
 
 
 LONG_ROLES = ("transformer", "linformer", "sparse")
@@ -223,7 +229,7 @@ def sweep(cfg: AnalyzeConfig) -> dict:
     for name, block in cfg.models.items():
         if name in variants - others:
             continue
-        by_width = {d: layer_parameters(build_at_width(name, block, d, cfg.vocab_size, PAD)) for d in cfg.param_widths}
+        by_width = {d: layer_parameters(build_at_width(name, block, d, symbols(cfg))) for d in cfg.param_widths}
         model, generator = measured_model(name, cfg), torch.Generator().manual_seed(cfg.seed)
         rows = [measure(model, length, cfg, generator) for length in cfg.lengths]
         result[name] = {"params": model.num_parameters(), "layer_params_by_width": by_width, "rows": rows}

@@ -6,7 +6,6 @@ import lightning as L
 import torch
 
 from nmtbench.config import AnalyzeConfig, TrainConfig
-from nmtbench.data.tokenizer import PAD
 from nmtbench.training.module import TranslationModule
 
 
@@ -23,13 +22,14 @@ class StepRecorder(L.Callback):
         self.losses.append(float(outputs["loss"]))
 
 
-def fit(name: str, block: dict, vocab_size: int, cfg: AnalyzeConfig, steps: int, clip: float, train_data,
-        vocab_sha256: str = "synthetic") -> tuple[TranslationModule, StepRecorder]:
-    """Train `block` for `steps` steps on train_data (a datamodule or a dataloader of collated batches)."""
+def fit(name: str, block: dict, vocab: dict, cfg: AnalyzeConfig, steps: int, clip: float,
+        train_data) -> tuple[TranslationModule, StepRecorder]:
+    """Train `block` for `steps` steps on train_data (a datamodule or a dataloader of collated batches) in the
+    vocabularies of a vocab.json record."""
     L.seed_everything(cfg.seed, verbose=False)
     train = TrainConfig().model_copy(update={"lr": cfg.lr, "warmup_steps": cfg.warmup_steps, "label_smoothing": 0.0,
                                              "gradient_clip_val": clip, "batch_tokens": cfg.batch_tokens})
-    module = TranslationModule(name, block, vocab_size, PAD, vocab_sha256, train.model_dump(), cfg.seed)
+    module = TranslationModule(name, block, vocab, train.model_dump(), cfg.seed)
     recorder = StepRecorder()
     trainer = L.Trainer(accelerator="gpu" if cfg.device == "cuda" else "cpu", devices=1, max_steps=steps,
                         max_epochs=-1, gradient_clip_val=clip or None, limit_val_batches=0, logger=False,

@@ -16,8 +16,8 @@ from nmtbench.analysis.fitting import fit
 from nmtbench.analysis.sizing import at_width
 from nmtbench.config import AnalyzeConfig
 from nmtbench.data.batching import TranslationData
-from nmtbench.data.tokenizer import BOS, PAD, load_tokenized
-from nmtbench.loading import read_vocab
+from nmtbench.data.tokenizer import BOS, load_tokenized
+from nmtbench.loading import model_vocab, read_vocab
 from nmtbench.models.interface import Seq2Seq
 from nmtbench.models.registry import build_model
 
@@ -85,10 +85,10 @@ def probe(cfg: AnalyzeConfig, tokenized_dir: Path) -> dict:
     for name in cfg.gradient_models:
         block = at_width(name, cfg.models[name], cfg.width)
         torch.manual_seed(cfg.seed)
-        runs = {"init": {"curve": curve(build_model(name, block, vocab["size"], PAD))}}
+        runs = {"init": {"curve": curve(build_model(name, block, model_vocab(vocab)))}}
         for run, clip in (("clipped", cfg.clip), ("unclipped", 0.0)):
             data = TranslationData(tokenized_dir, cfg.batch_tokens, cfg.seed)
-            module, recorder = fit(name, block, vocab["size"], cfg, cfg.probe_steps, clip, data, vocab["sha256"])
+            module, recorder = fit(name, block, vocab, cfg, cfg.probe_steps, clip, data)
             runs[run] = {"curve": curve(module.model), "gradient_norms": recorder.gradient_norms,
                          "losses": recorder.losses}
         for run in runs.values():

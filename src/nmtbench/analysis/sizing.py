@@ -7,6 +7,7 @@ import re
 from nmtbench.config import ConfigError
 from nmtbench.models.interface import Seq2Seq
 from nmtbench.models.registry import build_model
+from nmtbench.models.vocabulary import Vocab
 
 MULTIPLE_OF_D = re.compile(r"(\d*)d")
 
@@ -22,5 +23,5 @@ def at_width(name: str, block: dict, width: int) -> dict:
     return sized
 
 
-def build_at_width(name: str, block: dict, width: int, vocab_size: int, pad_id: int) -> Seq2Seq:
-    return build_model(name, at_width(name, block, width), vocab_size, pad_id)
+def build_at_width(name: str, block: dict, width: int, vocab: Vocab) -> Seq2Seq:
+    return build_model(name, at_width(name, block, width), vocab)

@@ -68,13 +68,13 @@ def accuracy(model, pairs, device: str) -> float:
 
 def run_tasks(cfg: AnalyzeConfig) -> dict:
     """{task: {model: {"accuracy": {length: rate}, "final_loss": float}}} for every task and synthetic model."""
-    result = {}
+    result, vocab = {}, {"size": cfg.vocab_size, "pad": PAD, "sha256": "synthetic"}  # one joint vocabulary
     for task in cfg.tasks:
         data, tests = loader(train_pairs(task, cfg), cfg), evaluation_pairs(task, cfg)
         result[task] = {}
         for name in cfg.synthetic_models:
             block = at_width(name, cfg.models[name], cfg.width)
-            module, recorder = fit(name, block, cfg.vocab_size, cfg, cfg.synthetic_steps, cfg.clip, data)
+            module, recorder = fit(name, block, vocab, cfg, cfg.synthetic_steps, cfg.clip, data)
             model = module.model.to(cfg.device).eval()
             result[task][name] = {"accuracy": {n: accuracy(model, pairs, cfg.device) for n, pairs in tests.items()},
                                   "final_loss": sum(recorder.losses[-10:]) / len(recorder.losses[-10:])}

@@ -1,4 +1,5 @@
-"""The tokenize stage: one joint sentencepiece model, trained on train only, and the splits encoded with it.
+"""The tokenize stage: sentencepiece trained on train only, one joint model for both sides or one per side
+(tokenize.joint: false), and the splits encoded with it: sources with the source's, targets with the target's.
 
 Detokenization is lossless: no normalization, whitespace kept as is, and byte fallback for characters never
 seen in train, so decode(encode(text)) == text for every string and BLEU is scored on the exact references.
@@ -15,6 +16,7 @@ import re
 import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import sentencepiece as spm
@@ -26,6 +28,9 @@ from nmtbench.data.sources import DataError
 from nmtbench.files import atomic_dir, write_json
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
+JOINT = "spm"  # file stem of the joint model: spm.model, spm.vocab
+PER_SIDE = {"src": "spm.src", "tgt": "spm.tgt"}  # file stems of one model per side
+SIDE_NAMES = {"src": "source", "tgt": "target"}
 SEED = 0  # fixed rather than train.seed, so changing the training seed keeps the vocabulary
 ROWS_PER_BATCH = 10_000  # rows read or encoded at a time: a few MB of text
 ROWS_PER_PROCESS = 200_000  # a split encodes in one process per this many rows, up to one per core
@@ -33,21 +38,16 @@ FEATURES = Features({"src": Value("string"), "tgt": Value("string"),
                      "src_ids": List(Value("int32")), "tgt_ids": List(Value("int32"))})
 
 
-class Tokenizer:
-    """A trained sentencepiece model; ids carry no bos/eos, which the model side adds."""
+class Subwords:
+    """One trained sentencepiece model; ids carry no bos/eos, which the model side adds."""
 
-    def __init__(self, path: Path):
-        path = Path(path)
-        model = path / "spm.model" if path.is_dir() else path
-        if not model.is_file():
-            raise DataError(f"no sentencepiece model at {model}; run the tokenize stage first: dvc repro tokenize")
-        proto = model.read_bytes()
-        self.path = model
+    def __init__(self, model: Path):
+        proto = Path(model).read_bytes()
         self.sha256 = hashlib.sha256(proto).hexdigest()
         self.sp = spm.SentencePieceProcessor(model_proto=proto)
 
     @property
-    def vocab_size(self) -> int:
+    def size(self) -> int:
         return self.sp.get_piece_size()
 
     def encode(self, text: str) -> list[int]:
@@ -61,43 +61,119 @@ class Tokenizer:
         return self.sp.decode([int(i) for i in ids])
 
 
-def training_sentences(train: Dataset, sample: int) -> Iterator[str]:
-    """Every source sentence of train, then every target sentence; when that is more than sample sentences,
-    a seeded uniform draw of sample of them without replacement, still in that order."""
+class SubwordModel(NamedTuple):
+    """One sentencepiece model the stage trains: its files' stem, the sides of train it learns from, its size and
+    the params key that sets the size."""
+    stem: str
+    sides: tuple[str, ...]
+    size: int
+    key: str
+
+    @property
+    def side(self) -> str:
+        """What of train it learns from, after `train`: nothing for the joint model, else `'s source side`."""
+        return "" if len(self.sides) == 2 else f"'s {SIDE_NAMES[self.sides[0]]} side"
+
+
+def subword_models(cfg: TokenizeConfig) -> list[SubwordModel]:
+    """The joint model, or the source's and the target's (tokenize.joint: false)."""
+    if cfg.joint:
+        return [SubwordModel(JOINT, ("src", "tgt"), cfg.vocab_size, "tokenize.vocab_size")]
+    target_key = "tokenize.vocab_size" if cfg.target_vocab_size is None else "tokenize.target_vocab_size"
+    return [SubwordModel(PER_SIDE["src"], ("src",), cfg.vocab_size, "tokenize.vocab_size"),
+            SubwordModel(PER_SIDE["tgt"], ("tgt",), cfg.target_vocab_size or cfg.vocab_size, target_key)]
+
+
+def model_files(folder: Path) -> list[Path]:
+    """The sentencepiece models in folder: [spm.model] (joint), [spm.src.model, spm.tgt.model], or none."""
+    for stems in ((JOINT,), (PER_SIDE["src"], PER_SIDE["tgt"])):
+        files = [Path(folder) / f"{stem}.model" for stem in stems]
+        if all(file.is_file() for file in files):
+            return files
+    return []
+
+
+class Tokenizer:
+    """The subwords of both sides, read from the tokenize stage's folder or a trained model's: sources are encoded
+    with the source's model and translations decoded with the target's, which are one with a joint vocabulary."""
+
+    def __init__(self, folder: Path):
+        self.files = model_files(folder)
+        if not self.files:
+            raise DataError(f"no sentencepiece model in {folder}; run the tokenize stage first: dvc repro tokenize")
+        self.source = Subwords(self.files[0])
+        self.target = self.source if len(self.files) == 1 else Subwords(self.files[1])
+
+    @property
+    def joint(self) -> bool:
+        return self.source is self.target
+
+    @property
+    def record(self) -> dict:
+        """vocab.json: size and sha256 of the joint model, or of the source's with the target's as target_size
+        and target_sha256."""
+        source = self.source
+        record = {"size": source.size, "pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS, "sha256": source.sha256}
+        if not self.joint:
+            record |= {"target_size": self.target.size, "target_sha256": self.target.sha256}
+        return record
+
+    def encode(self, text: str) -> list[int]:
+        """A source sentence's ids."""
+        return self.source.encode(text)
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """A translation's text."""
+        return self.target.decode(ids)
+
+    def __str__(self) -> str:
+        return " and ".join(map(str, self.files))
+
+
+def vocab_id(record: dict) -> str:
+    """The vocabularies of a vocab.json record (or a checkpoint's copy of one) in one string: the joint model's
+    sha256, or the source's and the target's joined by +."""
+    return "+".join(record[key] for key in ("sha256", "target_sha256") if key in record)
+
+
+def training_sentences(train: Dataset, sample: int, sides: tuple[str, ...] = ("src", "tgt")) -> Iterator[str]:
+    """Every sentence of train's sides, side after side (sources, then targets); when that is more than sample
+    sentences, a seeded uniform draw of sample of them without replacement, still in that order."""
     pairs = len(train)
-    chosen = (None if 2 * pairs <= sample
-              else np.sort(np.random.default_rng(SEED).choice(2 * pairs, sample, replace=False)))
-    for side, first in (("src", 0), ("tgt", pairs)):
+    chosen = (None if len(sides) * pairs <= sample
+              else np.sort(np.random.default_rng(SEED).choice(len(sides) * pairs, sample, replace=False)))
+    for first, side in zip(range(0, len(sides) * pairs, pairs), sides):
         rows = train if chosen is None else train.select(chosen[(chosen >= first) & (chosen < first + pairs)] - first)
         for batch in rows.select_columns([side]).iter(batch_size=ROWS_PER_BATCH):
             yield from batch[side]
 
 
-def train_sentencepiece(sentences: Iterable[str], cfg: TokenizeConfig) -> bytes:
+def train_sentencepiece(sentences: Iterable[str], cfg: TokenizeConfig, model: SubwordModel) -> bytes:
     """The serialized model, turning sentencepiece's cryptic vocabulary-size errors into DataErrors."""
     spm.set_random_generator_seed(SEED)
-    model = io.BytesIO()  # not model_prefix, which would record the temp folder's name in the model
+    written = io.BytesIO()  # not model_prefix, which would record the temp folder's name in the model
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(sentences), model_writer=model,
-            model_type=cfg.model_type, vocab_size=cfg.vocab_size, character_coverage=cfg.character_coverage,
+            sentence_iterator=iter(sentences), model_writer=written,
+            model_type=cfg.model_type, vocab_size=model.size, character_coverage=cfg.character_coverage,
             pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS,
             normalization_rule_name="identity", remove_extra_whitespaces=False, byte_fallback=True,
             input_sentence_size=0, shuffle_input_sentence=False,  # all it is given, in order: reproducible
             num_threads=2, minloglevel=2)
     except RuntimeError as e:
         if m := re.search(r"smaller than required_chars\. (\d+) vs (\d+)", str(e)):
-            raise DataError(f"tokenize.vocab_size: {m[1]} cannot hold the 4 special tokens, 256 fallback bytes and "
-                            f"the characters of train; raise tokenize.vocab_size to at least {m[2]}") from e
+            raise DataError(f"{model.key}: {m[1]} cannot hold the 4 special tokens, 256 fallback bytes and the "
+                            f"characters of train{model.side}; raise {model.key} to at least {m[2]}") from e
         if m := re.search(r"Vocabulary size too high \((\d+)\).*<= (\d+)", str(e)):
-            raise DataError(f"tokenize.vocab_size: {m[1]} is more pieces than the train split yields; "
-                            f"lower tokenize.vocab_size to at most {m[2]}") from e
+            raise DataError(f"{model.key}: {m[1]} is more pieces than the train split{model.side} yields; "
+                            f"lower {model.key} to at most {m[2]}") from e
         raise
-    return model.getvalue()
+    return written.getvalue()
 
 
 def encode_rows(rows: dict[str, list[str]], tokenizer: Tokenizer) -> dict[str, list[list[int]]]:
-    return {"src_ids": tokenizer.encode_batch(rows["src"]), "tgt_ids": tokenizer.encode_batch(rows["tgt"])}
+    return {"src_ids": tokenizer.source.encode_batch(rows["src"]),
+            "tgt_ids": tokenizer.target.encode_batch(rows["tgt"])}
 
 
 def encode_split(tokenizer: Tokenizer, data: Dataset, cache_file: Path) -> Dataset:
@@ -111,22 +187,26 @@ def encode_split(tokenizer: Tokenizer, data: Dataset, cache_file: Path) -> Datas
 
 def tokenize(params: Params | TokenizeConfig, prepared_dir: Path = Path("data/prepared"),
              out_dir: Path = Path("data/tokenized")) -> Tokenizer:
-    """Run the tokenize stage: out_dir gets spm.model, spm.vocab, vocab.json and the encoded dataset/."""
+    """Run the tokenize stage: out_dir gets spm.model and spm.vocab (or spm.src.* and spm.tgt.*), vocab.json and
+    the encoded dataset/."""
     cfg = params.tokenize if isinstance(params, Params) else params
     prepared = load_prepared(prepared_dir)
     with atomic_dir(out_dir) as tmp:
-        model = train_sentencepiece(training_sentences(prepared["train"], cfg.sample_sentences), cfg)
-        (tmp / "spm.model").write_bytes(model)
-        tokenizer = Tokenizer(tmp / "spm.model")
-        # spm.vocab is for people reading the vocabulary: one "piece<TAB>score" per id, as sentencepiece writes it.
-        (tmp / "spm.vocab").write_text("".join(f"{tokenizer.sp.id_to_piece(i)}\t{tokenizer.sp.get_score(i):g}\n"
-                                               for i in range(tokenizer.vocab_size)))
+        for model in subword_models(cfg):
+            path = tmp / f"{model.stem}.model"
+            path.write_bytes(train_sentencepiece(training_sentences(prepared["train"], cfg.sample_sentences,
+                                                                    model.sides), cfg, model))
+            # the .vocab file is for people reading the vocabulary: one "piece<TAB>score" per id, as sentencepiece
+            # writes it
+            sp = Subwords(path).sp
+            (tmp / f"{model.stem}.vocab").write_text("".join(f"{sp.id_to_piece(i)}\t{sp.get_score(i):g}\n"
+                                                             for i in range(sp.get_piece_size())))
+        tokenizer = Tokenizer(tmp)
         encoded = DatasetDict({split: encode_split(tokenizer, data, tmp / "encoding" / f"{split}.arrow")
                                for split, data in prepared.items()})
         encoded.save_to_disk(str(tmp / "dataset"))
         shutil.rmtree(tmp / "encoding")
-        write_json(tmp / "vocab.json", {"size": tokenizer.vocab_size, "pad": PAD, "unk": UNK, "bos": BOS,
-                                        "eos": EOS, "sha256": tokenizer.sha256})
+        write_json(tmp / "vocab.json", tokenizer.record)
     return Tokenizer(out_dir)
 
 

@@ -12,7 +12,7 @@ import torch
 
 from nmtbench.config import DecodeConfig, resolve_device
 from nmtbench.data.batching import pad
-from nmtbench.data.tokenizer import BOS, EOS, PAD, Tokenizer
+from nmtbench.data.tokenizer import BOS, EOS, PAD, Tokenizer, model_files
 from nmtbench.decoding.search import Hypothesis, beam_search, max_lengths
 from nmtbench.loading import CheckpointError, load_model
 from nmtbench.models.interface import Seq2Seq
@@ -44,9 +44,10 @@ class Translator:
         if not model_dir.is_dir():
             found = "is a file, not a model folder" if model_dir.exists() else "does not exist"
             raise CheckpointError(f"{model_dir} {found}; pass {example} (train one with dvc repro train@<name>-<seed>)")
-        if not (model_dir / "spm.model").is_file():
-            raise CheckpointError(f"{model_dir} has no spm.model; pass {example}, which holds best.ckpt, spm.model "
-                                  "and vocab.json once its training has finished")
+        if not model_files(model_dir):
+            raise CheckpointError(f"{model_dir} has no spm.model (nor spm.src.model and spm.tgt.model); pass "
+                                  f"{example}, which holds best.ckpt, its sentencepiece model(s) and vocab.json once "
+                                  "its training has finished")
         tokenizer = Tokenizer(model_dir)
         device = resolve_device(cfg.device, "evaluate.device")
         return cls(load_model(model_dir / "best.ckpt", tokenizer, device), tokenizer, cfg)

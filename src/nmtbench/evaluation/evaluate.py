@@ -103,8 +103,8 @@ def attention_example(model: Seq2Seq, tokenizer: Tokenizer, dataset, params: Par
     return {
         "split": name,
         "sentence": cfg.attention_sentence,
-        "source_pieces": tokenizer.sp.id_to_piece(source),
-        "target_pieces": tokenizer.sp.id_to_piece(target) + (["</s>"] if ended else []),
+        "source_pieces": tokenizer.source.sp.id_to_piece(source),
+        "target_pieces": tokenizer.target.sp.id_to_piece(target) + (["</s>"] if ended else []),
         # a decoder-only model also attends to its own output: keep the weights on the source
         "weights": [[round(float(w), 4) for w in row[: len(source)]] for row in attention[0]] or None,
     }

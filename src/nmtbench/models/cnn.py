@@ -14,15 +14,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmtbench.config import Block, ConfigError
+from nmtbench.config import ConfigError
 from nmtbench.models.attention import attend
 from nmtbench.models.dropout import Dropout
-from nmtbench.models.interface import DecoderState, Seq2Seq
+from nmtbench.models.interface import DecoderState
+from nmtbench.models.vocabulary import ModelConfig, Vocab, VocabularySeq2Seq
 
 RESIDUAL_SCALE = math.sqrt(0.5)  # keeps the variance of a sum of two unit-variance terms at one
 
 
-class ConvConfig(Block):
+class ConvConfig(ModelConfig):
     embed_dim: int = 256
     channels: int = 512
     encoder_layers: int = 2
@@ -44,12 +45,12 @@ def gated_conv(channels: int, kernel: int) -> nn.Conv1d:
     return nn.Conv1d(channels, 2 * channels, kernel)  # twice the channels: values and gates for the GLU
 
 
-class ConvSeq2Seq(Seq2Seq):
-    def __init__(self, cfg: ConvConfig, vocab_size: int, pad_id: int):
+class ConvSeq2Seq(VocabularySeq2Seq):
+    def __init__(self, cfg: ConvConfig, vocab: Vocab):
         super().__init__()
-        self.cfg, self.pad_id = cfg, pad_id
+        self.cfg = cfg
         E, C, k = cfg.embed_dim, cfg.channels, cfg.kernel
-        self.embed = nn.Embedding(vocab_size, E, padding_idx=pad_id)
+        self.build_embeddings(vocab, E, cfg.tie_embeddings)
         self.src_positions, self.tgt_positions = nn.Embedding(cfg.max_positions, E), nn.Embedding(cfg.max_positions, E)
         self.dropout = Dropout(cfg.dropout)
         self.enc_in, self.enc_out = nn.Linear(E, C), nn.Linear(C, E)
@@ -58,18 +59,18 @@ class ConvSeq2Seq(Seq2Seq):
         self.dec_convs = nn.ModuleList(gated_conv(C, k) for _ in range(cfg.decoder_layers))
         self.att_in = nn.ModuleList(nn.Linear(C, E) for _ in range(cfg.decoder_layers))
         self.att_out = nn.ModuleList(nn.Linear(E, C) for _ in range(cfg.decoder_layers))
-        self.output = nn.Linear(E, vocab_size, bias=False)
-        self.output.weight = self.embed.weight
+        self.build_output(vocab, E)
 
-    def _embed(self, tokens, table: nn.Embedding, offset: int = 0):
+    def _embed(self, words, tokens, table: nn.Embedding, offset: int = 0):
+        """tokens (B, T) of one side (words: embed_source or embed_target), from position offset on."""
         positions = torch.arange(offset, offset + tokens.size(1), device=tokens.device)
         if positions[-1] >= self.cfg.max_positions:
             raise ValueError(f"sequence of {positions[-1] + 1} tokens exceeds max_positions "
                              f"{self.cfg.max_positions}; raise max_positions in the model block")
-        return self.dropout(self.embed(tokens) + table(positions))  # (B, T, E)
+        return self.dropout(words(tokens) + table(positions))  # (B, T, E)
 
     def encode(self, src, src_mask):
-        e = self._embed(src, self.src_positions)  # (B, S, E)
+        e = self._embed(self.embed_source, src, self.src_positions)  # (B, S, E)
         keep = src_mask.unsqueeze(1)  # (B, 1, S)
         h = self.enc_in(e).transpose(1, 2)  # (B, C, S)
         for conv in self.enc_convs:
@@ -100,7 +101,7 @@ class ConvSeq2Seq(Seq2Seq):
         return [like.new_zeros(batch, self.cfg.channels, self.cfg.kernel - 1) for _ in self.dec_convs]
 
     def teacher_forced(self, memory, src_mask, tgt_in):
-        g = self._embed(tgt_in, self.tgt_positions)
+        g = self._embed(self.embed_target, tgt_in, self.tgt_positions)
         logits, _, _ = self._decode(memory, src_mask, g, self._empty_windows(tgt_in.size(0), g))
         return logits
 
@@ -110,7 +111,7 @@ class ConvSeq2Seq(Seq2Seq):
 
     def decode_step(self, state, y_prev):
         s = state.tensors
-        g = self._embed(y_prev[:, None], self.tgt_positions, offset=state.step)  # (B, 1, E)
+        g = self._embed(self.embed_target, y_prev[:, None], self.tgt_positions, offset=state.step)  # (B, 1, E)
         logits, windows, weights = self._decode(s, s["mask"], g, s["windows"])
         state = DecoderState({**s, "windows": tuple(windows)}, state.step + 1, weights[:, 0])
         return torch.log_softmax(logits[:, 0].float(), dim=-1), state

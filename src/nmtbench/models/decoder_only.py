@@ -5,7 +5,9 @@ values, and the target continues the same stream, so the model has one stack whe
 encoder-decoder has two (about half the parameters at the same depth). The target's bos token is the
 separator. With `prefix_attention` the source positions see the whole source (a prefix LM);
 without it the whole stream is causal. Source padding is masked and skipped by the position count,
-so the target of a short sentence starts right after its last real source token.
+so the target of a short sentence starts right after its last real source token. With one vocabulary per
+side (tokenize.joint: false) the source positions read the source embedding and the target positions the
+target's: the segment says which table a position comes from.
 """
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ from torch import nn
 
 from nmtbench.config import choice
 from nmtbench.models.dropout import Dropout
-from nmtbench.models.interface import DecoderState, Seq2Seq
+from nmtbench.models.interface import DecoderState
 from nmtbench.models.transformer import Layer, TransformerConfig, sinusoids
+from nmtbench.models.vocabulary import Vocab, VocabularySeq2Seq
 
 POSITIONS = ("sinusoidal", "learned")  # relative distances are not implemented for one mixed stream
 
@@ -33,26 +36,27 @@ class DecoderOnlyConfig(TransformerConfig):
         choice(f"{where}.self_attention", self.self_attention, ("full",))  # one causal stream: no encoder to thin
 
 
-class DecoderOnlySeq2Seq(Seq2Seq):
+class DecoderOnlySeq2Seq(VocabularySeq2Seq):
     SOURCE, TARGET = 0, 1  # segment ids: which language a position holds
 
-    def __init__(self, cfg: DecoderOnlyConfig, vocab_size: int, pad_id: int):
+    def __init__(self, cfg: DecoderOnlyConfig, vocab: Vocab):
         super().__init__()
-        self.cfg, self.pad_id = cfg, pad_id
-        self.embed = nn.Embedding(vocab_size, cfg.d_model, padding_idx=pad_id)
+        self.cfg = cfg
+        self.build_embeddings(vocab, cfg.d_model, cfg.tie_embeddings)
         self.segment = nn.Embedding(2, cfg.d_model)
         if cfg.positions == "learned":
             self.position_table = nn.Embedding(cfg.max_positions, cfg.d_model)
         self.dropout = Dropout(cfg.dropout)
         self.layers = nn.ModuleList(Layer(cfg, cross=False) for _ in range(cfg.layers))
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
-        self.output = nn.Linear(cfg.d_model, vocab_size, bias=False)
-        self.output.weight = self.embed.weight
-        nn.init.normal_(self.embed.weight, std=cfg.d_model ** -0.5)
+        self.build_output(vocab, cfg.d_model)
+        for weight in self.vocabulary_weights():
+            nn.init.normal_(weight, std=cfg.d_model ** -0.5)
 
     def _embed(self, tokens, positions, segment: int):
-        """tokens (B, T) at positions (B, T) -> (B, T, d)."""
-        x = self.embed(tokens) * math.sqrt(self.cfg.d_model) + self.segment.weight[segment]
+        """tokens (B, T) of the segment's side at positions (B, T) -> (B, T, d)."""
+        words = self.embed_source if segment == self.SOURCE else self.embed_target
+        x = words(tokens) * math.sqrt(self.cfg.d_model) + self.segment.weight[segment]
         if self.cfg.positions == "learned":
             if positions.max() >= self.cfg.max_positions:
                 raise ValueError(f"stream of {positions.max() + 1} tokens exceeds max_positions "

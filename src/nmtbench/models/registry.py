@@ -3,6 +3,7 @@
 A family is one of the built-in FAMILIES, or the import path `package.module:ClassName` of a researcher's own
 Seq2Seq subclass, which names its config class in `config_class` (a nmtbench.config.Block, like the built-ins'
 configs, so unknown keys and bad values are refused the same way). docs/models.md, "Your own model".
+Every model is built as model_cls(cfg, vocab), vocab the vocabularies' sizes (models/vocabulary.py).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from nmtbench.models.decoder_only import DecoderOnlyConfig, DecoderOnlySeq2Seq
 from nmtbench.models.interface import Seq2Seq
 from nmtbench.models.rnn import RNNConfig, RNNSeq2Seq
 from nmtbench.models.transformer import TransformerConfig, TransformerSeq2Seq
+from nmtbench.models.vocabulary import ModelConfig, Vocab, tying
 
 FAMILIES = {
     "rnn": (RNNConfig, RNNSeq2Seq),
@@ -45,18 +47,22 @@ def family_classes(where: str, family: str) -> tuple[type[Block], type[Seq2Seq]]
     return config_cls, model_cls
 
 
-def model_config(name: str, block: dict):
-    """Validate a params block and return its typed config; errors name the key and the valid choices."""
+def model_config(name: str, block: dict, vocab: Vocab | None = None):
+    """Validate a params block and return its typed config; errors name the key and the valid choices. With the
+    vocabularies the model is for, a built-in family's tie_embeddings is resolved for them, or refused."""
     where = f"models.{name}"
     if not isinstance(block, dict) or "family" not in block:
         raise ConfigError(f"{where}: missing 'family'; choose one of {', '.join(FAMILIES)} or package.module:Class")
     config_cls, _ = family_classes(f"{where}.family", block["family"])
     cfg = from_dict(config_cls, {k: v for k, v in block.items() if k != "family"}, where)
     cfg.validate(where)
+    if vocab is not None and isinstance(cfg, ModelConfig):
+        cfg = cfg.model_copy(update={"tie_embeddings": tying(cfg, vocab, where)})
     return cfg
 
 
-def build_model(name: str, block: dict, vocab_size: int, pad_id: int) -> Seq2Seq:
-    cfg = model_config(name, block)
+def build_model(name: str, block: dict, vocab: Vocab) -> Seq2Seq:
+    """The model of a params block for these vocabularies."""
+    cfg = model_config(name, block, vocab)
     _, model_cls = family_classes(f"models.{name}.family", block["family"])
-    return model_cls(cfg, vocab_size, pad_id)
+    return model_cls(cfg, vocab)

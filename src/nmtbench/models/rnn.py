@@ -3,7 +3,9 @@
 Everything for the forward pass of the recurrent family is in this file. Without attention the decoder
 sees the source only through the encoder's final state (Sutskever et al. 2014: the bottleneck); with
 attention it follows Luong et al. 2015: h_t = RNN(y_{t-1}[, a_{t-1}]), c_t = attend(h_t, encoder),
-a_t = tanh(W [h_t; c_t]), logits = E a_t, with the output projection E tied to the joint embedding.
+a_t = tanh(W [h_t; c_t]), logits = E a_t, with the output projection E tied to the target embedding unless
+tie_embeddings is none or source_target (models/vocabulary.py); then a_t may be wider than the embeddings
+(attentional_dim).
 """
 from __future__ import annotations
 
@@ -11,15 +13,16 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from nmtbench.config import Block, ConfigError, choice
+from nmtbench.config import ConfigError, choice
 from nmtbench.models.attention import ATTENTION_KINDS, SCORERS, attend
 from nmtbench.models.dropout import Dropout
-from nmtbench.models.interface import DecoderState, Seq2Seq
+from nmtbench.models.interface import DecoderState
+from nmtbench.models.vocabulary import TIED_OUTPUT, ModelConfig, Vocab, VocabularySeq2Seq
 
 CELLS = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
 
 
-class RNNConfig(Block):
+class RNNConfig(ModelConfig):
     cell: str = "lstm"
     bidirectional: bool = True
     layers: int = 1
@@ -28,6 +31,7 @@ class RNNConfig(Block):
     attention: str = "additive"
     attention_rank: int = 64  # rank of W = U^T V for reduced_rank attention
     input_feeding: bool = True  # feed a_{t-1} into the decoder RNN (Luong); forces a step-by-step loop
+    attentional_dim: int | None = None  # width of a_t, which the output layer reads; None: embed_dim
     dropout: float = 0.2
 
     def validate(self, where: str) -> None:
@@ -35,36 +39,45 @@ class RNNConfig(Block):
         choice(f"{where}.attention", self.attention, ATTENTION_KINDS)
         if self.bidirectional and self.hidden_dim % 2:
             raise ConfigError(f"{where}.hidden_dim: a bidirectional encoder needs an even size, got {self.hidden_dim}")
-        if min(self.layers, self.embed_dim, self.hidden_dim, self.attention_rank) < 1:
-            raise ConfigError(f"{where}: layers, embed_dim, hidden_dim and attention_rank must be positive")
+        if min(self.layers, self.embed_dim, self.hidden_dim, self.attention_rank, self.attentional) < 1:
+            raise ConfigError(f"{where}: layers, embed_dim, hidden_dim, attention_rank and attentional_dim must be "
+                              "positive")
+        if self.attentional != self.embed_dim and self.tie_embeddings in (None, *TIED_OUTPUT):
+            raise ConfigError(f"{where}.attentional_dim: {self.attentional} is not embed_dim ({self.embed_dim}), but "
+                              f"tie_embeddings {self.tie_embeddings or 'unset'} makes the output layer the target "
+                              "embedding; set tie_embeddings: none or source_target, or attentional_dim: null")
         if not 0 <= self.dropout < 1:
             raise ConfigError(f"{where}.dropout: must be in [0, 1), got {self.dropout}")
 
+    @property
+    def attentional(self) -> int:
+        """The width of a_t."""
+        return self.embed_dim if self.attentional_dim is None else self.attentional_dim
 
-class RNNSeq2Seq(Seq2Seq):
-    def __init__(self, cfg: RNNConfig, vocab_size: int, pad_id: int):
+
+class RNNSeq2Seq(VocabularySeq2Seq):
+    def __init__(self, cfg: RNNConfig, vocab: Vocab):
         super().__init__()
-        self.cfg, self.pad_id = cfg, pad_id
+        self.cfg = cfg
         rnn = CELLS[cfg.cell]
         between_layers = cfg.dropout if cfg.layers > 1 else 0.0
         directions = 2 if cfg.bidirectional else 1
-        self.embed = nn.Embedding(vocab_size, cfg.embed_dim, padding_idx=pad_id)  # joint vocabulary: shared
+        self.build_embeddings(vocab, cfg.embed_dim, cfg.tie_embeddings)
         self.dropout = Dropout(cfg.dropout)
         self.encoder = rnn(cfg.embed_dim, cfg.hidden_dim // directions, cfg.layers, batch_first=True,
                            bidirectional=cfg.bidirectional, dropout=between_layers)
-        feed = cfg.embed_dim if cfg.input_feeding else 0
+        feed = cfg.attentional if cfg.input_feeding else 0
         self.decoder = rnn(cfg.embed_dim + feed, cfg.hidden_dim, cfg.layers, batch_first=True, dropout=between_layers)
         attended = cfg.hidden_dim
         if cfg.attention != "none":
             self.scorer = SCORERS[cfg.attention](cfg.hidden_dim, cfg.hidden_dim, cfg.attention_rank)
             attended += cfg.hidden_dim
-        self.pre_output = nn.Linear(attended, cfg.embed_dim)
-        self.output = nn.Linear(cfg.embed_dim, vocab_size, bias=False)
-        self.output.weight = self.embed.weight
+        self.pre_output = nn.Linear(attended, cfg.attentional)
+        self.build_output(vocab, cfg.attentional)
 
     # --- encoder -------------------------------------------------------------------------------------
     def encode(self, src, src_mask):
-        x = self.dropout(self.embed(src))  # (B, S, E)
+        x = self.dropout(self.embed_source(src))  # (B, S, E)
         lengths = src_mask.sum(1).cpu()
         packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
         out, final = self.encoder(packed)
@@ -84,7 +97,7 @@ class RNNSeq2Seq(Seq2Seq):
 
     # --- decoder -------------------------------------------------------------------------------------
     def _attentional(self, h, memory, src_mask):
-        """Decoder outputs h (B, T, H) -> attentional vectors (B, T, E) and attention weights (B, T, S)."""
+        """Decoder outputs h (B, T, H) -> attentional vectors (B, T, A) and attention weights (B, T, S)."""
         if self.cfg.attention == "none":
             return torch.tanh(self.pre_output(h)), None
         context, weights = attend(self.scorer.scores(h, memory["keys"]), memory["enc"], src_mask)
@@ -99,7 +112,7 @@ class RNNSeq2Seq(Seq2Seq):
         return out, (tuple(map(from_rnn, hidden)) if isinstance(hidden, tuple) else from_rnn(hidden))
 
     def teacher_forced(self, memory, src_mask, tgt_in):
-        emb = self.dropout(self.embed(tgt_in))  # (B, T, E)
+        emb = self.dropout(self.embed_target(tgt_in))  # (B, T, E)
         if not self.cfg.input_feeding:  # no recurrence through a_t: the whole sequence in one RNN call
             out, _ = self._run_decoder(emb, memory["final"])
             attentional, _ = self._attentional(out, memory, src_mask)
@@ -117,11 +130,11 @@ class RNNSeq2Seq(Seq2Seq):
             del tensors["keys"]
         if self.cfg.input_feeding:
             B = src_mask.size(0)
-            tensors["feed"] = memory["enc"].new_zeros(B, 1, self.cfg.embed_dim)
+            tensors["feed"] = memory["enc"].new_zeros(B, 1, self.cfg.attentional)
         return DecoderState(tensors)
 
     def _step(self, state, emb):
-        """One target position: emb (B, 1, E) -> attentional vector (B, 1, E) and the new state."""
+        """One target position: emb (B, 1, E) -> attentional vector (B, 1, A) and the new state."""
         s = state.tensors
         inputs = torch.cat([emb, s["feed"]], dim=-1) if self.cfg.input_feeding else emb
         out, hidden = self._run_decoder(inputs, s["hidden"])
@@ -132,6 +145,6 @@ class RNNSeq2Seq(Seq2Seq):
         return attentional, DecoderState(tensors, state.step + 1, None if weights is None else weights[:, 0])
 
     def decode_step(self, state, y_prev):
-        attentional, state = self._step(state, self.embed(y_prev).unsqueeze(1))
+        attentional, state = self._step(state, self.embed_target(y_prev).unsqueeze(1))
         logits = self.output(attentional[:, 0])  # (B, V)
         return torch.log_softmax(logits.float(), dim=-1), state

@@ -19,11 +19,12 @@ import math
 import torch
 from torch import nn
 
-from nmtbench.config import Block, ConfigError, choice
+from nmtbench.config import ConfigError, choice
 from nmtbench.models.attention import scaled_dot_product
 from nmtbench.models.dropout import Dropout
 from nmtbench.models.efficient_attention import SparsePattern, check_length, length_projections, random_table
-from nmtbench.models.interface import DecoderState, Seq2Seq
+from nmtbench.models.interface import DecoderState
+from nmtbench.models.vocabulary import ModelConfig, Vocab, VocabularySeq2Seq
 
 NORMS = ("post", "pre")
 POSITIONS = ("sinusoidal", "learned", "relative")
@@ -33,7 +34,7 @@ VARIANT_KEYS = {"linformer": ("linformer_k", "linformer_sharing"),
                 "sparse": ("window", "global_tokens", "random_blocks", "block_size", "decoder_window")}
 
 
-class TransformerConfig(Block):
+class TransformerConfig(ModelConfig):
     norm: str = "post"
     positions: str = "sinusoidal"
     d_model: int = 256
@@ -198,11 +199,11 @@ class Layer(nn.Module):
         return x, new_kv[0], weights
 
 
-class TransformerSeq2Seq(Seq2Seq):
-    def __init__(self, cfg: TransformerConfig, vocab_size: int, pad_id: int):
+class TransformerSeq2Seq(VocabularySeq2Seq):
+    def __init__(self, cfg: TransformerConfig, vocab: Vocab):
         super().__init__()
-        self.cfg, self.pad_id = cfg, pad_id
-        self.embed = nn.Embedding(vocab_size, cfg.d_model, padding_idx=pad_id)  # joint vocabulary: shared
+        self.cfg = cfg
+        self.build_embeddings(vocab, cfg.d_model, cfg.tie_embeddings)
         if cfg.positions == "learned":
             self.position_table = nn.Embedding(cfg.max_positions, cfg.d_model)
         self.dropout = Dropout(cfg.dropout)
@@ -213,15 +214,16 @@ class TransformerSeq2Seq(Seq2Seq):
         # pre-norm leaves the residual stream unnormalised, so it ends each stack with a norm
         final_norm = (lambda: nn.LayerNorm(cfg.d_model)) if cfg.norm == "pre" else nn.Identity
         self.encoder_norm, self.decoder_norm = final_norm(), final_norm()
-        self.output = nn.Linear(cfg.d_model, vocab_size, bias=False)
-        self.output.weight = self.embed.weight
-        nn.init.normal_(self.embed.weight, std=cfg.d_model ** -0.5)
+        self.build_output(vocab, cfg.d_model)
+        for weight in self.vocabulary_weights():
+            nn.init.normal_(weight, std=cfg.d_model ** -0.5)
         if cfg.self_attention == "sparse":  # drawn from the model's seed and saved with it: it decodes alike twice
             self.register_buffer("random_blocks", random_table(cfg))
 
-    def _embed(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """tokens (B, T) at positions (T,) or (B, T) -> (B, T, d); relative positions add nothing here."""
-        x = self.embed(tokens) * math.sqrt(self.cfg.d_model)
+    def _embed(self, words, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """tokens (B, T) of one side (words: embed_source or embed_target) at positions (T,) or (B, T) -> (B, T, d);
+        relative positions add nothing here."""
+        x = words(tokens) * math.sqrt(self.cfg.d_model)
         if self.cfg.positions == "learned":
             if positions.max() >= self.cfg.max_positions:
                 raise ValueError(f"sequence of {positions.max() + 1} tokens exceeds max_positions "
@@ -233,7 +235,7 @@ class TransformerSeq2Seq(Seq2Seq):
 
     def encode(self, src, src_mask):
         positions = torch.arange(src.size(1), device=src.device)
-        x = self._embed(src, positions)  # (B, S, d)
+        x = self._embed(self.embed_source, src, positions)  # (B, S, d)
         mask = src_mask[:, None, None, :]  # (B, 1, 1, S)
         if self.cfg.self_attention == "sparse":
             check_length(src.size(1), self.cfg.max_positions, "the random block table")
@@ -245,7 +247,7 @@ class TransformerSeq2Seq(Seq2Seq):
 
     def teacher_forced(self, memory, src_mask, tgt_in):
         positions = torch.arange(tgt_in.size(1), device=tgt_in.device)
-        x = self._embed(tgt_in, positions)  # (B, T, d)
+        x = self._embed(self.embed_target, tgt_in, positions)  # (B, T, d)
         causal = positions[None, :] <= positions[:, None]  # (T, T): query t sees keys up to t
         if self.decoder_layers[0].cache_limit:  # query t sees keys t - decoder_window .. t
             causal = SparsePattern(torch.ones_like(tgt_in, dtype=torch.bool), self.cfg.decoder_window, 0)
@@ -264,7 +266,7 @@ class TransformerSeq2Seq(Seq2Seq):
     def decode_step(self, state, y_prev):
         s = state.tensors
         step = torch.tensor([state.step], device=y_prev.device)
-        x = self._embed(y_prev.unsqueeze(1), step)  # (B, 1, d)
+        x = self._embed(self.embed_target, y_prev.unsqueeze(1), step)  # (B, 1, d)
         cross_mask = s["mask"][:, None, None, :]
         positions = (step, torch.arange(state.step + 1, device=y_prev.device))
         tensors, last = {"mask": s["mask"]}, len(self.decoder_layers) - 1

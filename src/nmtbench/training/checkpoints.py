@@ -31,9 +31,10 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         write_bytes(Path(path), buffer.getvalue())
 
 
-def run_fingerprint(block: dict, train: dict, vocab_sha256: str, seed: int) -> str:
-    """sha256 of everything that decides a run's result: two runs with the same one may continue each other."""
-    described = json.dumps({"model": block, "train": train, "vocab": vocab_sha256, "seed": seed},
+def run_fingerprint(block: dict, train: dict, vocab: str, seed: int) -> str:
+    """sha256 of everything that decides a run's result (vocab: tokenizer.vocab_id of the vocabularies): two runs
+    with the same one may continue each other."""
+    described = json.dumps({"model": block, "train": train, "vocab": vocab, "seed": seed},
                            sort_keys=True, default=str)
     return hashlib.sha256(described.encode()).hexdigest()
 

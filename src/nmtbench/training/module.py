@@ -8,6 +8,8 @@ import lightning as L
 import torch
 
 from nmtbench.config import TrainConfig
+from nmtbench.data.tokenizer import vocab_id
+from nmtbench.loading import model_vocab
 from nmtbench.models.registry import build_model
 from nmtbench.training.checkpoints import run_fingerprint
 from nmtbench.training.loss import label_smoothed_nll
@@ -41,11 +43,12 @@ def adam(parameters, lr: float, fused: bool = True) -> torch.optim.Adam:
 
 
 class TranslationModule(L.LightningModule):
-    def __init__(self, name: str, block: dict, vocab_size: int, pad_id: int, vocab_sha256: str, train: dict,
-                 seed: int = 0):
+    def __init__(self, name: str, block: dict, vocab: dict, train: dict, seed: int = 0):
+        """vocab: the vocab.json record of the vocabularies the model reads and writes."""
         super().__init__()
         self.save_hyperparameters()  # the checkpoint alone rebuilds the model and checks its vocabulary
-        self.model = build_model(name, block, vocab_size, pad_id)
+        self.model = build_model(name, block, model_vocab(vocab))
+        self.pad_id = vocab["pad"]
         self.train_cfg = TrainConfig(**train)
         # read on the host only at validation, checkpoint and the end: the steps between never wait for the device
         self.target_tokens = 0  # folded in from _new_tokens, a device tensor the steps add to
@@ -58,16 +61,16 @@ class TranslationModule(L.LightningModule):
 
     @property
     def fingerprint(self) -> str:
-        return run_fingerprint(self.hparams.block, self.hparams.train, self.hparams.vocab_sha256, self.hparams.seed)
+        return run_fingerprint(self.hparams.block, self.hparams.train, vocab_id(self.hparams.vocab), self.hparams.seed)
 
     def loss(self, batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Label-smoothed cross-entropy per target token, padding ignored; also the plain (unsmoothed) sum
         and the number of target tokens, both left on the device."""
         logits = self.model(batch["src"], batch["src_mask"], batch["tgt_in"])  # (B, T, V)
         gold = batch["tgt_out"].flatten()
-        tokens = (gold != self.hparams.pad_id).sum()
+        tokens = (gold != self.pad_id).sum()
         smoothed, nll = label_smoothed_nll(logits.flatten(0, 1), gold, self.train_cfg.label_smoothing,
-                                           self.hparams.pad_id)
+                                           self.pad_id)
         return smoothed / tokens, nll, tokens
 
     def configure_model(self):

@@ -14,7 +14,7 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from nmtbench.config import ConfigError, Params
 from nmtbench.data.batching import TranslationData
-from nmtbench.data.tokenizer import PAD, Tokenizer, load_tokenized
+from nmtbench.data.tokenizer import Tokenizer, load_tokenized, model_files
 from nmtbench.files import write_json
 from nmtbench.loading import read_vocab
 from nmtbench.models.registry import model_config
@@ -54,7 +54,7 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
         torch.set_num_threads(cfg.num_threads)
     reuse_freed_memory()
 
-    module = TranslationModule(name, block, vocab["size"], PAD, vocab["sha256"], cfg.model_dump(), seed)
+    module = TranslationModule(name, block, vocab, cfg.model_dump(), seed)
     data = TranslationData(tokenized_dir, cfg.batch_tokens, seed, cfg.num_workers)
     # what this run needs to continue after an interruption; removed once it has finished
     unfinished = Path(model_dir) / "unfinished"
@@ -122,8 +122,9 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
     }
     if not trainer.is_global_zero:  # with data parallelism, one process writes the results
         return metrics
-    for file in ("spm.model", "vocab.json"):  # the model folder alone is enough to translate
-        shutil.copyfile(Path(tokenized_dir) / file, Path(model_dir) / file)
+    # the model folder alone is enough to translate
+    for file in [*model_files(tokenized_dir), Path(tokenized_dir) / "vocab.json"]:
+        shutil.copyfile(file, Path(model_dir) / file.name)
     if cfg.average_last:
         metrics["averaged_steps"] = average_into_best(snapshots, checkpoint.best_model_path)
     provenance = stamp(started)

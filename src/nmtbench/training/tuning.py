@@ -29,6 +29,7 @@ import yaml
 from optuna.trial import TrialState
 
 from nmtbench.config import ConfigError, KnobConfig, Params, TuneConfig
+from nmtbench.data.tokenizer import vocab_id
 from nmtbench.files import write_json, write_text
 from nmtbench.loading import read_vocab
 from nmtbench.models.registry import model_config
@@ -68,11 +69,11 @@ def search_space(params: Params, model: str) -> dict[str, tuple[str, KnobConfig,
     return space
 
 
-def study_name(params: Params, model: str, space: dict, vocab_sha256: str) -> str:
-    """`<model>-<fingerprint>`: what a trial's score depends on; not trials (raising it resumes the study) nor
-    the final budget (trials run at tune.budget)."""
+def study_name(params: Params, model: str, space: dict, vocab: str) -> str:
+    """`<model>-<fingerprint>`: what a trial's score depends on (vocab: tokenizer.vocab_id of the vocabularies);
+    not trials (raising it resumes the study) nor the final budget (trials run at tune.budget)."""
     cfg = params.tune
-    scored = {"model": params.models[model], "vocab": vocab_sha256, "budget": cfg.budget.model_dump(),
+    scored = {"model": params.models[model], "vocab": vocab, "budget": cfg.budget.model_dump(),
               "train": params.train.model_dump(exclude={"budget", "checkpoint_every_steps", "average_last"}),
               "space": {name: knob.model_dump() for name, (_, knob, _) in space.items()},
               "sampler": cfg.sampler, "seed": cfg.seed}
@@ -94,7 +95,7 @@ def tuned_params(params: Params, model: str, tokenized_dir: Path = Path("data/to
         return params
     found = yaml.safe_load(path.read_text())
     if found.get("study"):
-        current = study_name(params, model, search_space(params, model), read_vocab(tokenized_dir)["sha256"])
+        current = study_name(params, model, search_space(params, model), vocab_id(read_vocab(tokenized_dir)))
         if found["study"] != current:
             raise ConfigError(f"{path}: tuned for other params or data (study {found['study']}, now {current}); "
                               f"run `dvc repro tune@{model}`, or delete the file to train untuned")
@@ -136,7 +137,7 @@ def tune(params: Params, model: str, tokenized_dir: Path = Path("data/tokenized"
         write_json(folder / "trials.json", [])
         return write_winner(model, {"model": model, "family": family, "trials": 0, "params": {}}, root)
     space = search_space(params, model)
-    name = study_name(params, model, space, read_vocab(tokenized_dir)["sha256"])
+    name = study_name(params, model, space, vocab_id(read_vocab(tokenized_dir)))
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = open_study(cfg, name, folder)
     study.enqueue_trial({knob: value for knob, (_, _, value) in space.items()}, {"default": True}, skip_if_exists=True)

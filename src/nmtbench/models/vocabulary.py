@@ -1,0 +1,90 @@
+"""The vocabulary layers of every built-in family: source embedding, target embedding and output projection,
+sized by the vocabularies the tokenize stage made and tied as the model block's `tie_embeddings` says.
+
+    all            one matrix: source embedding = target embedding = output projection (one joint vocabulary)
+    source_target  source embedding = target embedding, the output projection its own (one joint vocabulary)
+    target_output  the target embedding is the output projection (Press & Wolf 2017); the source has its own
+    none           three matrices, as in Bahdanau et al. 2015 and JoeyNMT's RNN recipes
+    null           the most the vocabularies allow: all with one joint vocabulary, target_output with one per side
+
+The registry (`model_config`, `build_model`) resolves null for the vocabularies and refuses a tying they cannot
+take (`tying`), so a family only builds what its config says, through `VocabularySeq2Seq`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import nn
+
+from nmtbench.config import Block, ConfigError
+from nmtbench.models.interface import Seq2Seq
+
+SHARED_EMBEDDING = ("all", "source_target")  # the source embedding is the target's: one joint vocabulary only
+TIED_OUTPUT = ("all", "target_output")  # the output projection is the target embedding
+
+
+@dataclass(frozen=True)
+class Vocab:
+    """The vocabularies a model reads (source) and writes (target): their sizes, and whether they are one joint
+    vocabulary, whose pieces have the same id on both sides."""
+    source: int
+    target: int
+    joint: bool
+    pad_id: int = 0
+
+    @classmethod
+    def of(cls, size: int, target_size: int | None = None, pad_id: int = 0) -> Vocab:
+        """One joint vocabulary of `size` pieces; with target_size, a source of `size` and a target of target_size."""
+        return cls(size, size if target_size is None else target_size, target_size is None, pad_id)
+
+
+class ModelConfig(Block):
+    """What every built-in family's config holds besides its architecture."""
+    tie_embeddings: Literal["all", "source_target", "target_output", "none"] | None = None
+
+
+def tying(cfg: ModelConfig, vocab: Vocab, where: str) -> str:
+    """The tie_embeddings a model is built with: cfg's, or for null the most the vocabularies allow."""
+    tie = cfg.tie_embeddings or ("all" if vocab.joint else "target_output")
+    if tie in SHARED_EMBEDDING and not vocab.joint:
+        raise ConfigError(f"{where}.tie_embeddings: {tie} makes the source and the target embedding one matrix, "
+                          "which needs one joint vocabulary, but the tokenize stage made one per side (tokenize.joint: "
+                          "false); set tie_embeddings: target_output or none, or tokenize.joint: true")
+    return tie
+
+
+class VocabularySeq2Seq(Seq2Seq):
+    """A Seq2Seq whose vocabulary layers follow cfg.tie_embeddings: `embed` reads the source (and the target too
+    when the two share it), `target_embed` the target otherwise, and `output` projects onto the target vocabulary.
+
+    A family builds the embeddings first and the output layer last, the order they were always built in: a model
+    tied as before tie_embeddings existed draws the same initial weights and keeps its checkpoint keys.
+    """
+
+    def build_embeddings(self, vocab: Vocab, dim: int, tie: str) -> None:
+        self.pad_id, self.tie = vocab.pad_id, tie
+        self.embed = nn.Embedding(vocab.source, dim, padding_idx=vocab.pad_id)
+        if tie not in SHARED_EMBEDDING:
+            self.target_embed = nn.Embedding(vocab.target, dim, padding_idx=vocab.pad_id)
+
+    def build_output(self, vocab: Vocab, dim: int) -> None:
+        """The projection of dim-wide decoder outputs onto the target vocabulary."""
+        self.output = nn.Linear(dim, vocab.target, bias=False)
+        if self.tie in TIED_OUTPUT:
+            self.output.weight = self.target_table().weight
+
+    def target_table(self) -> nn.Embedding:
+        return self.embed if self.tie in SHARED_EMBEDDING else self.target_embed
+
+    def embed_source(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.embed(tokens)
+
+    def embed_target(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.target_table()(tokens)
+
+    def vocabulary_weights(self) -> list[nn.Parameter]:
+        """Each distinct matrix of the vocabulary layers once, for a family that initialises them its own way."""
+        weights = [self.embed.weight, self.target_table().weight, self.output.weight]
+        return list({id(weight): weight for weight in weights}.values())
