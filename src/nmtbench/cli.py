@@ -31,7 +31,9 @@ def _tokenize(args):
     from nmtbench.data.tokenizer import tokenize
 
     tokenizer = tokenize(load_params(args.params).tokenize)
-    print(f"data/tokenized: a joint subword vocabulary of {tokenizer.vocab_size:,} pieces; every split encoded")
+    sizes = (f"a joint subword vocabulary of {tokenizer.source.size:,} pieces" if tokenizer.joint else
+             f"subword vocabularies of {tokenizer.source.size:,} source and {tokenizer.target.size:,} target pieces")
+    print(f"data/tokenized: {sizes}; every split encoded")
 
 
 def _train(args):
