@@ -10,13 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers.project import pipeline_env
+from helpers.project import pipeline_env, scores
 
 ROOT = Path(__file__).resolve().parents[1]
 MIRROR = os.environ.get("NMTBENCH_DATA_MIRROR")
 MODELS = ("transformer", "lstm_attention_dot")  # the issue's reproduction: one of each family
-# what differs between two runs of the same params: how long things took, and when and where they ran
-TIMINGS = {"train_seconds", "train_tokens_per_s", "sentences_per_s", "provenance"}
 
 
 def make_workspace(folder: Path):
@@ -75,13 +73,6 @@ def test_after_a_failed_stage_dvc_checkout_restores_every_output(tmp_path):
         status = run("dvc", "status", "evaluate@transformer-42", "--with-deps").stdout
         assert "Data and pipelines are up to date." in status  # nothing to retrain
         assert contents(tmp_path) == before
-
-
-def scores(comparison: dict) -> dict:
-    """comparison.json without what measures time or records the run (its provenance)."""
-    if isinstance(comparison, dict):
-        return {key: scores(value) for key, value in comparison.items() if key not in TIMINGS}
-    return comparison
 
 
 @pytest.mark.slow

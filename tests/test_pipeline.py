@@ -4,9 +4,10 @@ import os
 import re
 
 import pytest
+import yaml
 from sacrebleu.metrics import BLEU, CHRF, TER
 
-from helpers.project import ROOT, pipeline_workspace
+from helpers.project import ROOT, pipeline_workspace, scores
 from nmtbench.config import load_params
 from nmtbench.data.tokenizer import load_tokenized
 from nmtbench.runs import RunPaths
@@ -68,6 +69,29 @@ def test_smoke_pipeline_scores_every_model(smoke):
     assert [comparison["provenance"][stage][f"{name}/seed{seed}"] for name in params.models
             for stage in ("train", "evaluate")] == runs
     assert "## Produced by" in table and "<h2>Produced by</h2>" in page
+
+
+@pytest.mark.slow
+def test_the_smoke_launched_as_two_jobs_of_one_thread_scores_as_dvc_repro(smoke, tmp_path_factory):
+    """nmtbench launch runs the smoke grid as concurrent jobs and records every stage the DVC way: the
+    sequential run's scores, steps and val losses exactly (FLOP budgets), and DVC then has nothing to run."""
+    workspace, _ = smoke
+    folder = tmp_path_factory.mktemp("smoke_launched")
+    launched = pipeline_workspace(folder, ROOT / "profiles/smoke.yaml")
+    params = yaml.safe_load((folder / "params.yaml").read_text())
+    params["launch"] = {"executor": "local", "jobs": 2, "threads_per_job": 1}
+    (folder / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    progress = launched("nmtbench", "launch").stdout
+    assert "2 local job(s) at once, 1 thread(s) each" in progress and "done: report in " in progress
+    assert "Data and pipelines are up to date." in launched("dvc", "status").stdout
+    assert "Running stage" not in launched("dvc", "repro").stdout
+    sequential, parallel = (json.loads((root / "results/comparison.json").read_text()) for root in (workspace, folder))
+    assert scores(parallel) == scores(sequential)
+    (seed,) = params["seeds"]
+    for name in params["models"]:
+        first, second = (json.loads(RunPaths(name, seed, root).metrics_dir.joinpath("train.json").read_text())
+                         for root in (workspace, folder))
+        assert (second["steps"], second["best_val_loss"]) == (first["steps"], first["best_val_loss"])
 
 
 @pytest.mark.slow

@@ -59,3 +59,14 @@ def pipeline_workspace(workspace: Path, profile: Path, **env: str):
     subprocess.run([sys.executable, "-m", "nmtbench", "--params", str(ROOT / "params.yaml"),
                     "workspace", str(workspace), "--profile", str(profile)], check=True, env=env)
     return lambda *cmd: subprocess.run(cmd, cwd=workspace, env=env, check=True, capture_output=True, text=True)
+
+
+# what differs between two runs of the same params: how long things took, and when and where they ran
+TIMINGS = {"train_seconds", "train_tokens_per_s", "sentences_per_s", "provenance"}
+
+
+def scores(comparison: dict) -> dict:
+    """comparison.json without what measures time or records the run (its provenance)."""
+    if isinstance(comparison, dict):
+        return {key: scores(value) for key, value in comparison.items() if key not in TIMINGS}
+    return comparison
