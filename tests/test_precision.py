@@ -10,7 +10,7 @@ AMX_CPU = frozenset({"avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})
 
 @pytest.mark.parametrize(("hardware", "expected"), [
     (Hardware("cpu", AMX_CPU, False), "bf16-mixed"),
-    (Hardware("cpu", frozenset({"avx512f", "avx512_bf16"}), False), "32-true"),  # bf16 dot products, no AMX
+    (Hardware("cpu", frozenset({"avx512f", "avx512_bf16"}), False), "bf16-mixed"),  # bf16 dot products, no AMX
     (Hardware("cpu", frozenset({"amx_bf16"}), False), "bf16-mixed"),
     (Hardware("cpu", frozenset({"avx2", "avx512f", "fma"}), False), "32-true"),  # no bf16 instructions
     (Hardware("cpu", frozenset(), False), "32-true"),  # flags unknown (no /proc/cpuinfo)

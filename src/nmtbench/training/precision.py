@@ -1,12 +1,12 @@
 """train.precision: what `auto` picks on a machine, and the Lightning plugin each precision trains with.
 
 `auto` is bf16 (bf16-mixed) where it was measured faster than fp32 at the same quality, fp32 (32-true)
-elsewhere: on a CPU with AMX bf16 tiles (the `amx_bf16` flag of /proc/cpuinfo; other systems are taken
-to have none), where bf16 trained 1.1-1.7 times as fast (docs/results/2026-11-25-train-speed.md), and on
-a CUDA GPU that supports bf16. A CPU with only AVX-512 bf16 dot products (`avx512_bf16` without AMX, an
-AMD EPYC for one) gets fp32: bf16's matrix products there are not fast enough to be sure they outweigh
-autocast's casts, and that was never measured. The choice is a pure function of the detected hardware,
-so it is tested for each case without that hardware.
+elsewhere: on a CPU with bf16 instructions (the `avx512_bf16` or `amx_bf16` flag of /proc/cpuinfo; other
+systems are taken to have none), where bf16 trained 1.1-1.7 times as fast on an Intel Xeon with AMX and
+1.4-1.6 times on an AMD EPYC with AVX-512 bf16 dot products only (docs/results/2026-11-25-train-speed.md),
+and on a CUDA GPU that supports bf16. A CPU without them emulates bf16 in fp32 arithmetic plus casts, so
+fp32 is the faster there. The choice is a pure function of the detected hardware, so it is tested for
+each case without that hardware.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import torch
 from lightning.pytorch.plugins.precision import MixedPrecision, Precision
 from lightning.pytorch.utilities import GradClipAlgorithmType
 
-BF16_CPU_FLAG = "amx_bf16"
+BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 CPUINFO = Path("/proc/cpuinfo")
 
 
@@ -49,7 +49,7 @@ def resolve_precision(precision: str, hardware: Hardware) -> str:
     """train.precision with `auto` replaced by what the hardware computes fastest as accurately."""
     if precision != "auto":
         return precision
-    native_bf16 = hardware.cuda_bf16 if hardware.device == "cuda" else BF16_CPU_FLAG in hardware.cpu_flags
+    native_bf16 = hardware.cuda_bf16 if hardware.device == "cuda" else bool(BF16_CPU_FLAGS & hardware.cpu_flags)
     return "bf16-mixed" if native_bf16 else "32-true"
 
 
