@@ -135,13 +135,20 @@ def test_a_failed_stage_is_named_with_its_log_and_the_others_go_on(tmp_path):
     assert "up to date: b@1" in printed
 
 
+def deaf_to_stop_signals():
+    """What a launcher may inherit: SIGINT ignored (a shell script's background job) and both signals blocked."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("inherited", [None, deaf_to_stop_signals], ids=["default", "ignored-and-blocked"])
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_ctrl_c_cancels_the_running_jobs_and_says_so(tmp_path, signum):
+def test_ctrl_c_cancels_the_running_jobs_and_says_so(tmp_path, signum, inherited):
     toy_project(tmp_path, "stages:\n  slow:\n    cmd: echo $$ > slow.pid && sleep 120 && touch slow.txt\n"
                           "    outs: [slow.txt]\n")
     command = [sys.executable, "-m", "nmtbench", "launch", "--executor", "local", "--jobs", "1"]
-    launcher = subprocess.Popen(command, cwd=tmp_path, env=pipeline_env(),
+    launcher = subprocess.Popen(command, cwd=tmp_path, env=pipeline_env(), preexec_fn=inherited,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     while not (tmp_path / "slow.pid").is_file() or not (tmp_path / "slow.pid").read_text().endswith("\n"):
         assert launcher.poll() is None

@@ -62,7 +62,7 @@ class Loop:
 
     def run(self) -> int:
         last_summary = 0.0
-        signal.signal(signal.SIGTERM, interrupt)  # `kill` of the launcher cancels its jobs as Ctrl-C does
+        catch_cancel_signals()
         try:
             while self.pending or self.running:
                 changed = self.start_ready() | self.collect_finished()
@@ -149,6 +149,15 @@ class Loop:
 
     def log(self, name: str) -> Path:
         return FOLDER / "logs" / f"{name}.log"
+
+
+def catch_cancel_signals() -> None:
+    """Ctrl-C and `kill` cancel the jobs, however the launcher was started: a process inherits ignored and blocked
+    signals from its parent (a shell script's background job ignores SIGINT; a parent may block both), and would
+    then run on, its jobs with it, when asked to stop."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 def interrupt(signum, frame):
