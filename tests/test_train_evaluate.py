@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 import math
+import re
 import signal
 import subprocess
 import sys
@@ -459,6 +460,8 @@ def test_a_killed_training_command_resumes_to_the_uninterrupted_result(project, 
     resumed = subprocess.run(command, capture_output=True, text=True, check=True, timeout=600)
     assert f"resuming {last} at step {state['global_step']}" in resumed.stderr
     assert "exists and is not empty" not in resumed.stderr  # Lightning's warning about the run's own folder
+    per_epoch = whole["steps"] // whole["epochs"]  # the resumed epoch's bar has its name and length from the start
+    assert re.search(rf"Epoch {state['epoch']}: +\d+%\S* +\d+/{per_epoch} ", resumed.stdout)
     metrics = json.loads(Path("metrics/tiny/seed42/train.json").read_text())
     assert without_timings(metrics) == without_timings(whole)
     assert_same_tensors(checkpoint_state("models/tiny/seed42/best.ckpt"),

@@ -32,6 +32,19 @@ from nmtbench.training.precision import detect_hardware, precision_plugin, resol
 BEST = {"loss": ("val/loss", "min"), "bleu": ("val/bleu", "max")}
 
 
+class EpochProgressBar(TQDMProgressBar):
+    """Lightning's bar, which also names the epoch and its length when a run resumes in the middle of one.
+
+    Lightning skips on_train_epoch_start for the epoch it resumes, so its bar would read "Training: 310/?" until
+    the next epoch begins.
+    """
+
+    def on_train_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        super().on_train_start(trainer, module)
+        if trainer.fit_loop.restarted_mid_epoch:
+            self.on_train_epoch_start(trainer)
+
+
 def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Path = Path("data/tokenized"),
           root: Path = Path(".")) -> dict:
     """Train one run of the grid: model `name` with `seed` (default: the first of params.seeds).
@@ -69,7 +82,7 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
                                run_tags(name, block, seed))
     curve = LearningCurve(paths.learning_curve, flop_budget)
     # the bar reads the logged loss off the device: every 10 steps, like the loggers, not at every step
-    callbacks = [checkpoint, curve, flop_budget, ValidateLastStep(), TQDMProgressBar(refresh_rate=10)]
+    callbacks = [checkpoint, curve, flop_budget, ValidateLastStep(), EpochProgressBar(refresh_rate=10)]
     if cfg.checkpoint_every_steps:
         callbacks.append(ModelCheckpoint(dirpath=unfinished, filename="last",
                                          every_n_train_steps=cfg.checkpoint_every_steps, enable_version_counter=False))
