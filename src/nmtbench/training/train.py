@@ -112,9 +112,9 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
     # Lightning warns that a mid-epoch resume repeats the epoch's batches unless the loader is stateful;
     # here the data module restores the position (TranslationData.state_dict), so the warning is wrong
     warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
-    # and that the checkpoint folder is not empty: a resumed run's own unfinished/ is in it by design (a foreign run's
-    # was set aside above)
-    warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
+    if resume_from:  # and that the folder is not empty: it holds the run's own unfinished/ (a foreign one was set
+        # aside above); a fresh run over an earlier run's best.ckpt still gets the warning
+        warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
     trainer.fit(module, datamodule=data, ckpt_path=resume_from)
     wall = curve.elapsed  # of the whole run: a resumed run's earlier processes count too
     if not checkpoint.best_model_path:  # the time budget ran out before the first validation
