@@ -22,7 +22,8 @@ def make_workspace(folder: Path):
     if not MIRROR:
         pytest.skip("set NMTBENCH_DATA_MIRROR to a Multi30k mirror folder "
                     "(make test does when one is beside the checkout)")
-    env = pipeline_env(WANDB_MODE="disabled")
+    # one torch thread, as each launched job gets: the Transformers' float sums change with the thread count
+    env = pipeline_env(WANDB_MODE="disabled", OMP_NUM_THREADS="1")
 
     def run(*command, check=True):
         return subprocess.run(command, cwd=folder, env=env, check=check, capture_output=True, text=True)
