@@ -206,3 +206,40 @@ def test_profiles_apply_in_order_a_later_one_winning():
         "data": {"source": {"kind": "files", "path": "/c"}, "max_train_pairs": None, "max_length": 80},
         "models": {"a": {"x": 2}}}
     assert apply_profile(base) == base
+
+
+def test_a_model_blocks_own_train_recipe_overrides_the_shared_train_block_for_that_model_only():
+    params = parse_params(merge(raw(), {"models": {"gru": {"train": {"lr": 0.005, "budget": {"kind": "none"}}}}}))
+    assert "train" not in params.models["gru"]  # the architecture block reaches the model builder without it
+    model_config("gru", params.models["gru"])
+    own = params.for_model("gru").train
+    assert (own.lr, own.budget.kind, own.batch_tokens) == (0.005, "none", params.train.batch_tokens)
+    assert params.for_model("rnn").train == params.train == load_params("params.yaml").train
+
+
+@pytest.mark.parametrize("recipe, message", [
+    ({"lrr": 0.1}, r"^models\.gru\.train: unknown key\(s\) lrr; valid keys are batch_tokens"),
+    ({"lr": "fast"}, r"^models\.gru\.train\.lr: expected float, got 'fast'"),
+    (0.005, r"^models\.gru\.train: expected train keys, e\.g\. \{lr: 0\.005\}, got 0\.005"),
+])
+def test_a_bad_train_recipe_is_refused_when_the_params_load(recipe, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_params(merge(raw(), {"models": {"gru": {"train": recipe}}}))
+    with pytest.raises(ConfigError, match=r"^params: unknown block model_train; give a model its own train keys"):
+        parse_params({**raw(), "model_train": {"gru": {"lr": 0.1}}})
+
+
+@pytest.mark.parametrize("profiles", [["published"], ["published", "published_cpu"]])
+def test_the_published_profiles_set_the_papers_text_and_each_models_recipe(profiles):
+    merged = raw()
+    for profile in profiles:
+        with open(f"profiles/{profile}.yaml") as f:
+            merged = apply_profile(merged, yaml.safe_load(f))
+    params = parse_params(merged)
+    assert (params.data.preprocess, params.tokenize.joint, list(params.models)) == (
+        "moses_lowercase", True, ["transformer_tiny", "gru_attention"])
+    tiny = params.for_model("transformer_tiny").train
+    assert (tiny.lr, tiny.early_stopping_metric) == (0.003 if len(profiles) > 1 else 0.005, "bleu")
+    for name, block in params.models.items():
+        model_config(name, block)
+    assert params.for_model("gru_attention").train.lr == (0.002 if len(profiles) > 1 else 0.0004)

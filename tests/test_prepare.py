@@ -37,6 +37,7 @@ def test_stats_count_every_pair_and_drop_reason(run, tmp_path):
              for lang in ("en", "de")]
     assert stats.pop("inputs") == {name: sha256(tmp_path / "mirror" / name) for name in names}
     assert stats.pop("source") == "multi30k"
+    assert stats.pop("preprocess") == "none"
     assert stats == {"pair": "en-de", "splits": {
         "train": {"lines": 8, "pairs": 4, "dropped": dropped(empty=2, too_long=1, length_ratio=1),
                   "src": lengths(12, 3.0, 3), "tgt": lengths(9, 2.25, 3)},

@@ -89,3 +89,16 @@ def test_published_convention_bleu_is_multi_bleu_on_moses_tokenized_lowercased_t
     assert result["bleu_lc_tok_signature"] == "moses-tok:de|lc|" + expected["signature"]
     assert result["bleu_lc_tok"] != result["bleu_lc"]  # 13a splits "Mann's" otherwise than Moses does
     assert "bleu_lc_tok" not in score(hypotheses, references)  # only where the target language is known
+
+
+def test_the_papers_tokens_are_scored_as_they_are_like_multi_bleu(tmp_path):
+    # lowercased Moses tokens on both sides (data.preprocess moses_lowercase): BLEU on the tokens as written,
+    # which tokenizing them again would change ("'s" becomes "' s")
+    hypotheses = ["ein mann 's hund , der über steine springt .", "zwei kinder spielen im schnee ."]
+    references = ["der hund eines mannes 's springt über steine .", "zwei kinder spielen im schnee !"]
+    (expected,) = sacrebleu_cli(tmp_path, hypotheses, references, "-m", "bleu", "-tok", "none", "--force")
+    result = score(hypotheses, references, lang="de", tokenized=True)
+    assert result["bleu_lc_tok"] == expected["score"] == 34.02
+    assert result["bleu_lc_tok_signature"] == "moses-lc-text:de|" + expected["signature"]
+    assert result["bleu_lc_tok"] != score(hypotheses, references, lang="de")["bleu_lc_tok"]
+    assert all(result[f"{key}_signature"].startswith("moses-lc-text:de|nrefs:1|") for key in SCORES)

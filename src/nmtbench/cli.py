@@ -40,13 +40,13 @@ def _train(args):
     from nmtbench.training.train import train
     from nmtbench.training.tuning import tuned_params
 
-    print(train(tuned_params(load_params(args.params), args.model), args.model, args.seed))
+    print(train(tuned_params(load_params(args.params).for_model(args.model), args.model), args.model, args.seed))
 
 
 def _tune(args):
     from nmtbench.training.tuning import tune
 
-    print(tune(load_params(args.params), args.model))
+    print(tune(load_params(args.params).for_model(args.model), args.model))
 
 
 def _evaluate(args):
@@ -54,7 +54,7 @@ def _evaluate(args):
     from nmtbench.training.tuning import tuned_params
 
     # the model is rebuilt from its checkpoint either way; the tuned block is what its W&B run records
-    print(evaluate(tuned_params(load_params(args.params), args.model), args.model, args.seed))
+    print(evaluate(tuned_params(load_params(args.params).for_model(args.model), args.model), args.model, args.seed))
 
 
 def _compare(args):
@@ -64,7 +64,8 @@ def _compare(args):
 
     params = load_params(args.params)
     comparison = compare(list(params.models), params.seeds, params.compare, load_tokenized(), blocks=params.models,
-                         budget=params.train.budget, lang=params.data.tgt_lang)
+                         budget=params.train.budget, lang=params.data.tgt_lang,
+                         tokenized=params.data.preprocess != "none")
     log_experiment(params.wandb, comparison)
     print((RESULTS / "comparison.md").read_text())
 

@@ -169,6 +169,8 @@ class DataConfig(Block):
     max_length: int = Field(80, gt=0)
     max_length_ratio: float = Field(3.0, gt=0)
     num_proc: int | None = Field(None, gt=0)  # processes filtering a large split; None: one per CPU core
+    # none: the text as the source has it; moses_lowercase: the published Multi30k systems' text (data/preprocess.py)
+    preprocess: Literal["none", "moses_lowercase"] = "none"
 
     @model_validator(mode="after")
     def _languages_and_test_sets(self):
@@ -512,13 +514,31 @@ class Params(Block):
     tune: TuneConfig = Field(default_factory=TuneConfig)
     # name -> raw block; models.registry validates and builds each
     models: dict = Field(min_length=1, description="define at least one model block, e.g. models.transformer")
+    # name -> the train keys of its block's own `train:` recipe, taken out of the block (for_model applies them)
+    model_train: dict = Field(default_factory=dict, exclude=True)
     seeds: Annotated[list[int], holds(distinct)] = Field(  # the grid is models x seeds
         [42], min_length=1, description="expected a list of distinct integers, e.g. [42] or [1, 2, 3], got {value!r}")
     analyze: AnalyzeConfig | None = None  # only the analyze stage reads it
     launch: LaunchConfig = Field(default_factory=LaunchConfig)  # nmtbench launch; no stage reads it
 
+    @model_validator(mode="before")
+    @classmethod
+    def _own_recipes_out_of_the_blocks(cls, raw):
+        """A model block's `train:` is that model's recipe, not an architecture key: keep it beside the block."""
+        if isinstance(raw, dict) and "model_train" in raw:
+            raise ConfigError("params: unknown block model_train; give a model its own train keys under its block, "
+                              "e.g. models.<name>.train.lr")
+        if isinstance(raw, dict) and isinstance(raw.get("models"), dict):
+            blocks = {name: dict(block) if isinstance(block, dict) else block for name, block in raw["models"].items()}
+            recipes = {name: block.pop("train") for name, block in blocks.items()
+                       if isinstance(block, dict) and "train" in block}
+            raw = {**raw, "models": blocks, "model_train": recipes}
+        return raw
+
     @model_validator(mode="after")
     def _names_refer_to_the_grid(self):
+        for name in self.model_train:
+            self.for_model(name)  # a bad key or value of a recipe fails here, before any stage runs
         for where, model in (("beam_sweep.model", self.beam_sweep.model), ("compare.baseline", self.compare.baseline)):
             if model not in (None, *self.models):
                 raise ConfigError(f"{where}: {model!r} is not a model of params.yaml; "
@@ -547,6 +567,16 @@ class Params(Block):
             if split is not None:
                 choice(where, split, self.data.splits[1:])
         return self
+
+    def for_model(self, name: str) -> Params:
+        """These params as model `name` trains: its block's `train:` keys over the shared train block."""
+        recipe = self.model_train.get(name)
+        if not recipe:
+            return self
+        if not isinstance(recipe, dict):
+            raise ConfigError(f"models.{name}.train: expected train keys, e.g. {{lr: 0.005}}, got {recipe!r:.60}")
+        train = from_dict(TrainConfig, {**self.train.model_dump(exclude_unset=True), **recipe}, f"models.{name}.train")
+        return self.model_copy(update={"train": train})
 
     def model_block(self, name: str) -> dict:
         if name not in self.models:

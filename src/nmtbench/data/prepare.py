@@ -14,6 +14,7 @@ import numpy as np
 from datasets import Dataset, DatasetDict, Features, Value, load_from_disk
 
 from nmtbench.config import DataConfig, Params
+from nmtbench.data.preprocess import preprocess
 from nmtbench.data.readers import read_split
 from nmtbench.data.sources import DataError
 from nmtbench.files import atomic_dir, write_json
@@ -54,9 +55,8 @@ def filter_split(split: str, pairs: Dataset, data: DataConfig, work_dir: Path) -
     is_train = split == "train"
     if not len(pairs):
         raise DataError(f"{split} has no sentence pairs: the source has no lines for it; add them or drop the split")
-    num_proc = (data.num_proc or os.cpu_count()) if len(pairs) >= PARALLEL_FROM else None
-    columns = pairs.map(measure, batched=True, remove_columns=["src", "tgt"], features=MEASURES, num_proc=num_proc,
-                        fn_kwargs={"data": data, "is_train": is_train},
+    columns = pairs.map(measure, batched=True, remove_columns=["src", "tgt"], features=MEASURES,
+                        num_proc=_processes(len(pairs), data), fn_kwargs={"data": data, "is_train": is_train},
                         cache_file_name=str(work_dir / f"{split}.arrow"),
                         desc=f"measuring {split}").with_format("numpy")[:]
     reason = columns["reason"]
@@ -75,6 +75,10 @@ def filter_split(split: str, pairs: Dataset, data: DataConfig, work_dir: Path) -
     return pairs.select(kept), stats
 
 
+def _processes(pairs: int, data: DataConfig) -> int | None:
+    return (data.num_proc or os.cpu_count()) if pairs >= PARALLEL_FROM else None
+
+
 def prepare(params: Params | DataConfig, mirror: Path | None = None, out_dir: Path = Path("data/prepared"),
             stats_path: Path = Path("data/stats.json"), cache_dir: Path = Path("data/raw"),
             checksums: Mapping[str, str] | None = None) -> dict:
@@ -90,11 +94,14 @@ def prepare(params: Params | DataConfig, mirror: Path | None = None, out_dir: Pa
         kept, stats, inputs = {}, {}, {}
         for split in data.splits:
             raw = read_split(data, split, Path(work), mirror, cache_dir, checksums)
-            kept[split], stats[split] = filter_split(split, raw.pairs, data, Path(work))
+            pairs = preprocess(raw.pairs, data.preprocess, data.src_lang, data.tgt_lang,
+                               str(Path(work) / f"{split}.preprocessed.arrow"), _processes(len(raw.pairs), data))
+            kept[split], stats[split] = filter_split(split, pairs, data, Path(work))
             inputs.update(raw.inputs)
         with atomic_dir(out_dir) as tmp:
             DatasetDict(kept).save_to_disk(str(tmp))
-    summary = {"pair": data.pair, "splits": stats, "source": data.source.kind, "inputs": inputs}
+    summary = {"pair": data.pair, "splits": stats, "source": data.source.kind, "preprocess": data.preprocess,
+               "inputs": inputs}
     write_json(Path(stats_path), summary)
     return summary
 

@@ -41,7 +41,7 @@ BUDGET_FRACTIONS = (0.25, 0.5, 1.0)  # where the ranking across compute is read 
 
 def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_sets,
             root: Path = Path("."), blocks: dict[str, dict] | None = None, budget: BudgetConfig | None = None,
-            lang: str | None = None) -> dict:
+            lang: str | None = None, tokenized: bool = False) -> dict:
     """Write results/comparison.json, results/comparison.md and results/bleu.json (the DVC metrics) under root;
     return the json.
 
@@ -50,7 +50,7 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
     params block) names the families and attention of the verdict's contrasts; without them, no verdict.
     budget (train.budget) scales the ranking across compute; without a FLOP budget the largest run sets it.
     lang (the target language) scores outside systems by the published convention too (PUBLISHED), which the
-    table shows when every run has it.
+    table shows when every run has it; tokenized says the references are the papers' tokens (scoring.score).
     """
     started = time.perf_counter()
     if not model_names:
@@ -96,7 +96,7 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
                    **{name: ([hypotheses], ["external"]) for name, hypotheses in external.items()}}
         for name, (hypotheses, labels) in runs_of.items():
             per_run = ([evals[name, seed][split] for seed in seeds] if name in model_names else
-                     [{**score(hypotheses[0], references, lang), "sentences_per_s": None}])
+                     [{**score(hypotheses[0], references, lang, tokenized), "sentences_per_s": None}])
             scored += per_run
             models[name][split] = {
                 **{key: _spread([scores[key] for scores in per_run], labels) for key in keys},

@@ -55,7 +55,8 @@ def evaluate(params: Params, name: str, seed: int | None = None, tokenized_dir: 
         seconds = time.perf_counter() - started
         hypotheses = [one_line(tokenizer.decode(hyps[0].tokens)) for hyps in found]
         texts[split] = "".join(h + "\n" for h in hypotheses)
-        metrics[split] = {**score(hypotheses, dataset[split]["tgt"], params.data.tgt_lang),
+        metrics[split] = {**score(hypotheses, dataset[split]["tgt"], params.data.tgt_lang,
+                                          params.data.preprocess != "none"),
                           "sentences": len(hypotheses),
                           # compare reads the translation and checks it is this one; through this hash,
                           # DVC sees a changed translation in the metrics compare depends on

@@ -12,19 +12,32 @@ SCORES = ("bleu", "bleu_lc", "chrf", "ter")
 PUBLISHED = "bleu_lc_tok"  # BLEU as most Multi30k papers report it: lowercased, Moses-tokenized (multi-bleu.perl)
 
 
-def score(hypotheses: list[str], references: list[str], lang: str | None = None) -> dict:
+def score(hypotheses: list[str], references: list[str], lang: str | None = None, tokenized: bool = False) -> dict:
     """Score detokenised hypotheses against one untouched reference each, as the sacrebleu command line does.
 
     bleu: cased BLEU with the 13a tokenizer, the headline; bleu_lc: the same lowercased; chrf: chrF2; ter:
     TER (lower is better). Given the target language, also bleu_lc_tok, the published papers' convention.
+    tokenized: both sides are the papers' own lowercased Moses tokens (data.preprocess moses_lowercase), so
+    bleu_lc_tok scores them as they are, as multi-bleu.perl does, and every signature starts with
+    `moses-lc-text:<lang>|` to tell these figures from those of detokenized text.
     """
     _check(hypotheses, references)
     metrics = {"bleu": BLEU(), "bleu_lc": BLEU(lowercase=True), "chrf": CHRF(), "ter": TER()}
+    prefix = f"moses-lc-text:{lang}|" if tokenized else ""
     result = {key: round(metric.corpus_score(hypotheses, [references]).score, 2) for key, metric in metrics.items()}
-    result.update({f"{key}_signature": str(metric.get_signature()) for key, metric in metrics.items()})
-    if lang is not None:
+    result.update({f"{key}_signature": prefix + str(metric.get_signature()) for key, metric in metrics.items()})
+    if tokenized:
+        result[PUBLISHED], result[f"{PUBLISHED}_signature"] = tokens_bleu(hypotheses, references)
+        result[f"{PUBLISHED}_signature"] = prefix + result[f"{PUBLISHED}_signature"]
+    elif lang is not None:
         result[PUBLISHED], result[f"{PUBLISHED}_signature"] = tokenized_lowercase_bleu(hypotheses, references, lang)
     return result
+
+
+def tokens_bleu(hypotheses: list[str], references: list[str]) -> tuple[float, str]:
+    """(BLEU, signature) of text split at spaces only, as multi-bleu.perl scores tokenized text."""
+    metric = BLEU(tokenize="none", force=True)  # force: the input is tokenized on purpose
+    return round(metric.corpus_score(hypotheses, [references]).score, 2), str(metric.get_signature())
 
 
 def tokenized_lowercase_bleu(hypotheses: list[str], references: list[str], lang: str) -> tuple[float, str]:
@@ -33,9 +46,8 @@ def tokenized_lowercase_bleu(hypotheses: list[str], references: list[str], lang:
     splitting), then scored on those tokens as they are."""
     tokenizer = MosesTokenizer(lang=lang)
     tokens = lambda lines: [tokenizer.tokenize(line.lower(), escape=False, return_str=True) for line in lines]  # noqa: E731
-    metric = BLEU(tokenize="none", force=True)  # force: the input is tokenized on purpose
-    found = round(metric.corpus_score(tokens(hypotheses), [tokens(references)]).score, 2)
-    return found, f"moses-tok:{lang}|lc|{metric.get_signature()}"
+    found, signature = tokens_bleu(tokens(hypotheses), tokens(references))
+    return found, f"moses-tok:{lang}|lc|{signature}"
 
 
 def bleu(hypotheses: list[str], references: list[str]) -> float:
