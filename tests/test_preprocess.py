@@ -1,9 +1,15 @@
 """The papers' preprocessing (data.preprocess: moses_lowercase): exact tokens, and every split and side alike."""
+import json
+
 import pytest
 
+from helpers.data import tiny_files
+from helpers.project import write_tiny_project
+from nmtbench.cli import main
 from nmtbench.config import DataConfig
 from nmtbench.data.prepare import load_prepared, prepare
 from nmtbench.data.preprocess import moses_lowercase
+from nmtbench.evaluation.scoring import SCORES, tokens_bleu
 
 # Multi30k's first training pair, then lines with what the normaliser and the tokenizer change: quotes, dashes,
 # ellipses, clitics, commas and the full stop, each checked token by token.
@@ -46,3 +52,19 @@ def test_prepare_preprocesses_every_split_and_both_sides(make_data_mirror, tmp_p
 def test_an_unknown_preprocessing_is_refused_naming_the_choices():
     with pytest.raises(Exception, match="data.preprocess.*none.*moses_lowercase"):
         DataConfig(preprocess="moses")
+
+
+def test_a_model_trained_on_the_papers_tokens_is_scored_on_them_as_multi_bleu_would(make_data_mirror, tmp_path,
+                                                                                   monkeypatch):
+    mirror, checksums = make_data_mirror()
+    write_tiny_project(tmp_path, mirror, checksums, data={"preprocess": "moses_lowercase"})
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    assert main(["train", "tiny"]) == 0 and main(["evaluate", "tiny"]) == 0
+    references = load_prepared(tmp_path / "data/prepared")["test_2016_flickr"]["tgt"]
+    assert references == [moses_lowercase(line, "de") for line in tiny_files()["test_2016_flickr.de.gz"]]
+    hypotheses = (tmp_path / "results/tiny/seed42/test_2016_flickr.txt").read_text().splitlines()
+    scores = json.loads((tmp_path / "metrics/tiny/seed42/eval.json").read_text())["test_2016_flickr"]
+    assert (scores["bleu_lc_tok"], scores["bleu_lc_tok_signature"]) == (
+        tokens_bleu(hypotheses, references)[0], "moses-lc-text:de|" + tokens_bleu(hypotheses, references)[1])
+    assert all(scores[f"{key}_signature"].startswith("moses-lc-text:de|") for key in SCORES)

@@ -26,14 +26,15 @@ TINY_PARAMS = {
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def write_tiny_project(folder: Path, mirror: Path, checksums: dict[str, str], models: dict | None = None) -> dict:
+def write_tiny_project(folder: Path, mirror: Path, checksums: dict[str, str], models: dict | None = None,
+                       data: dict | None = None) -> dict:
     """params.yaml, data/prepared and data/tokenized of the tiny mirror in folder (the current folder
-    for the stages); returns the raw params."""
-    raw = merge(yaml.safe_load((ROOT / "params.yaml").read_text()), TINY_PARAMS)
+    for the stages), data's keys over TINY_PARAMS' data block; returns the raw params."""
+    raw = merge(yaml.safe_load((ROOT / "params.yaml").read_text()), merge(TINY_PARAMS, {"data": data or {}}))
     raw["models"] = models or TINY_PARAMS["models"]
     (folder / "params.yaml").write_text(yaml.safe_dump(raw))
-    prepare(DataConfig(max_length=8), mirror, folder / "data/prepared", folder / "data/stats.json",
-            folder / "data/raw", checksums)
+    prepare(DataConfig(**{**TINY_PARAMS["data"], **(data or {})}), mirror, folder / "data/prepared",
+            folder / "data/stats.json", folder / "data/raw", checksums)
     tokenize(TokenizeConfig(vocab_size=305), folder / "data/prepared", folder / "data/tokenized")
     return raw
 
