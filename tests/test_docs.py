@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from nmtbench.models.hybrid import HALVES
 from nmtbench.models.registry import build_model
 from nmtbench.models.vocabulary import Vocab
 
@@ -248,6 +249,48 @@ def parameter_table() -> str:
                       for name in names]
             lines.append(f"| {tie} | {label} | {counts[0]:,} | {counts[1]:,} |")
     return "\n".join(lines)
+
+
+CORNERS = {"transformer": "transformer", "rnn": "lstm_attention_general", "cnn": "cnn"}  # each family's grid model
+
+
+def grid_half(models: dict, family: str, side: str) -> dict:
+    """The encoder or decoder half of family's grid model (CORNERS), as a hybrid's block names it."""
+    half = HALVES[family][1 if side == "encoder" else 2]
+    read = half.encoder_keys if side == "encoder" else half.decoder_keys
+    return {"family": family, **{key: value for key, value in models[CORNERS[family]].items() if key in read}}
+
+
+def combination_table() -> str:
+    """docs/models.md's parameter counts of every encoder with every decoder, each half the grid's: the families'
+    own models on the diagonal, hybrids elsewhere (params.yaml's joint vocabulary, tie_embeddings unset)."""
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    models, vocab = params["models"], Vocab.of(params["tokenize"]["vocab_size"])
+    lines = ["| encoder \\ decoder | " + " | ".join(f"{family} (`{CORNERS[family]}`'s)" for family in CORNERS) + " |",
+             "|:---|" + "---:|" * len(CORNERS)]
+    for encoder in CORNERS:
+        counts = [build_model(CORNERS[encoder], models[CORNERS[encoder]], vocab) if encoder == decoder else
+                  build_model("h", {"family": "hybrid", "encoder": grid_half(models, encoder, "encoder"),
+                                    "decoder": grid_half(models, decoder, "decoder")}, vocab)
+                  for decoder in CORNERS]
+        lines.append(f"| {encoder} (`{CORNERS[encoder]}`'s) | "
+                     + " | ".join(f"{model.num_parameters():,}" for model in counts) + " |")
+    return "\n".join(lines)
+
+
+def test_the_combination_table_of_the_models_page_is_the_computed_one():
+    table = combination_table()
+    assert table in (ROOT / "docs" / "models.md").read_text(encoding="utf-8"), f"put in docs/models.md:\n{table}"
+
+
+def test_the_grid_hybrids_are_the_corner_models_halves():
+    """hybrid_transformer_lstm and hybrid_lstm_transformer make a 2 x 2 with transformer and lstm_attention_general:
+    each half exactly the corner model's, so a per-side contrast changes one half alone."""
+    models = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))["models"]
+    for name, encoder, decoder in (("hybrid_transformer_lstm", "transformer", "rnn"),
+                                   ("hybrid_lstm_transformer", "rnn", "transformer")):
+        assert models[name]["encoder"] == grid_half(models, encoder, "encoder"), name
+        assert models[name]["decoder"] == grid_half(models, decoder, "decoder"), name
 
 
 def test_the_parameter_table_of_the_models_page_is_the_computed_one():

@@ -2,10 +2,25 @@
 import pytest
 import torch
 
-from helpers.models import BOS, EOS, PAD, RNN, SEPARATE, TINY_VARIANTS, TRANSFORMER, V_SOURCE, V, make_tiny_model
+from helpers.models import (
+    BOS,
+    DECODERS,
+    ENCODERS,
+    EOS,
+    HYBRIDS,
+    PAD,
+    RNN,
+    SEPARATE,
+    TINY_VARIANTS,
+    TRANSFORMER,
+    V_SOURCE,
+    V,
+    make_tiny_model,
+)
 from nmtbench.config import ConfigError
 from nmtbench.decoding.search import greedy
 from nmtbench.models.attention import ATTENTION_KINDS
+from nmtbench.models.hybrid import HALVES, PAIRS
 from nmtbench.models.registry import FAMILIES, build_model
 from nmtbench.models.transformer import NORMS, POSITIONS, SELF_ATTENTION
 from nmtbench.models.vocabulary import Vocab
@@ -114,7 +129,8 @@ def test_bidirectional_encoder_sees_the_future_and_unidirectional_does_not():
 
 
 @pytest.mark.parametrize("block, message", [
-    ({"family": "lstm"}, "models.bad.family: 'lstm' is not valid; choose one of rnn, transformer, decoder_only, cnn"),
+    ({"family": "lstm"},
+     "models.bad.family: 'lstm' is not valid; choose one of rnn, transformer, decoder_only, cnn, hybrid"),
     ({"family": "rnn", "cell": "elman"}, "models.bad.cell: 'elman' is not valid; choose one of rnn, gru, lstm"),
     ({"family": "rnn", "attention": "luong"}, "choose one of none, dot, general, reduced_rank, additive"),
     ({"family": "transformer", "positions": "rotary"}, "choose one of sinusoidal, learned, relative"),
@@ -142,6 +158,33 @@ def test_bidirectional_encoder_sees_the_future_and_unidirectional_does_not():
     ({"family": "rnn", "attentional_dim": 20, "tie_embeddings": "target_output"},
      "models.bad.attentional_dim: 20 is not embed_dim (256), but tie_embeddings target_output makes the output"),
     ({"family": "rnn", "layers": "two"}, "models.bad.layers: expected int, got 'two'"),
+    ({"family": "hybrid", "encoder": {"family": "decoder_only"}, "decoder": DECODERS["rnn"]},
+     "models.bad.encoder.family: decoder_only has no separate encoder and decoder (the source is the prompt of its "
+     "one stack); choose one of rnn, transformer, cnn, or family: decoder_only for the whole model"),
+    ({"family": "hybrid", "encoder": ENCODERS["cnn"], "decoder": {"family": "bag_gru:BagGRU"}},
+     "models.bad.decoder.family: 'bag_gru:BagGRU' is not valid; choose one of rnn, transformer, cnn"),
+    ({"family": "hybrid", "encoder": ENCODERS["rnn"]},
+     "models.bad.decoder.family: None is not valid; choose one of rnn, transformer, cnn"),
+    ({"family": "hybrid", "encoder": ENCODERS["transformer"], "decoder": DECODERS["transformer"]},
+     "models.bad.decoder.family: transformer is the encoder's family too, which is family: transformer itself; "
+     "choose one of rnn, cnn, or family: transformer"),
+    ({"family": "hybrid", "encoder": ENCODERS["cnn"], "decoder": {**DECODERS["rnn"], "attention": "none"}},
+     "models.bad.decoder.attention: none leaves a recurrent decoder after a cnn encoder no way to the source"),
+    ({"family": "hybrid", "encoder": ENCODERS["transformer"], "decoder": {**DECODERS["rnn"], "bidirectional": True}},
+     "models.bad.decoder.bidirectional: not a key of the rnn family's decoder; remove it (it reads cell, layers, "
+     "embed_dim, hidden_dim, attention, attention_rank, input_feeding, attentional_dim)"),
+    ({"family": "hybrid", "encoder": {**ENCODERS["transformer"], "decoder_window": 2}, "decoder": DECODERS["cnn"]},
+     "models.bad.encoder.decoder_window: not a key of the transformer family's encoder"),
+    ({"family": "hybrid", "encoder": {**ENCODERS["rnn"], "dropout": 0.3}, "decoder": DECODERS["cnn"]},
+     "models.bad.encoder.dropout: set once for the whole model, as models.bad.dropout; remove it here"),
+    ({"family": "hybrid", "encoder": {**ENCODERS["rnn"], "cell": "elman"}, "decoder": DECODERS["cnn"]},
+     "models.bad.encoder.cell: 'elman' is not valid; choose one of rnn, gru, lstm"),
+    ({"family": "hybrid", "encoder": {**ENCODERS["rnn"], "embed_dim": 8}, "decoder": DECODERS["cnn"]},
+     "models.bad.tie_embeddings: unset (all, with one joint vocabulary) makes the source and the target embedding "
+     "one matrix, but the encoder reads 8-wide embeddings and the decoder 16-wide; give both halves one width, or "
+     "set tie_embeddings: target_output or none"),
+    ({"family": "hybrid", "encoder": ENCODERS["rnn"], "decoder": DECODERS["cnn"], "dropout": 1.0},
+     "models.bad.dropout: must be in [0, 1), got 1.0"),
 ])
 def test_bad_model_blocks_are_refused_with_the_valid_choices(block, message):
     with pytest.raises(ConfigError) as error:
@@ -273,6 +316,37 @@ def test_linformer_needs_the_source_within_max_positions():
     src = torch.randint(4, V, (1, 17))
     with pytest.raises(ValueError, match="sequence of 17 tokens exceeds max_positions 16 of the Linformer"):
         model.encode(src, src != PAD)
+
+
+def test_a_hybrid_holds_its_halves_layers_as_their_families_name_them():
+    """No layer of its own but the memory projection: every other weight of a hybrid is one its encoder's family
+    or its decoder's family has under the same name and shape (so the halves are the families' code)."""
+    vocabulary = {"embed.weight", "target_embed.weight", "output.weight"}
+    for name in (f"hybrid_{encoder}_{decoder}" for encoder, decoder in PAIRS):
+        hybrid = make_tiny_model(name)
+        families = {}
+        for side, halves in (("encoder", ENCODERS), ("decoder", DECODERS)):
+            block = HYBRIDS[name][side]
+            families |= {key: value.shape for key, value in build_model(side, {**halves[block["family"]]},
+                                                                         Vocab.of(V, pad_id=PAD)).state_dict().items()}
+        own = {key: value.shape for key, value in hybrid.state_dict().items()
+               if key not in vocabulary and not key.startswith("memory_projection.")}
+        assert {key: families.get(key) for key in own} == own, name
+        projected = HYBRIDS[name]["encoder"]["family"] == "rnn" or HYBRIDS[name]["decoder"]["family"] == "rnn"
+        assert isinstance(hybrid.memory_projection, torch.nn.Linear) == projected, name
+
+
+def test_every_encoder_with_every_decoder_is_a_tested_variant():
+    """The diagonal pairs are the families themselves; the others are hybrids, each in TINY_VARIANTS."""
+    pairs = {(block["encoder"]["family"], block["decoder"]["family"]) for block in TINY_VARIANTS.values()
+             if block["family"] == "hybrid"}
+    assert pairs == {(encoder, decoder) for encoder in HALVES for decoder in HALVES if encoder != decoder} == set(PAIRS)
+    assert set(HALVES) <= {block["family"] for block in TINY_VARIANTS.values()}
+    halves = [block[side] for block in HYBRIDS.values() for side in ("encoder", "decoder")]
+    assert {half.get("cell", "lstm") for half in halves if half["family"] == "rnn"} == {"rnn", "gru", "lstm"}
+    assert {block["decoder"].get("attention") for block in HYBRIDS.values()
+            if block["decoder"]["family"] == "rnn"} == {"dot", "general", "additive"}
+    assert {half.get("positions", "sinusoidal") for half in halves if half["family"] == "transformer"} == set(POSITIONS)
 
 
 def test_the_shared_tests_cover_every_family_and_option():

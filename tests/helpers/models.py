@@ -21,6 +21,37 @@ V_SOURCE = 23
 
 RNN = {"family": "rnn", "embed_dim": 12, "hidden_dim": 16, "dropout": 0.0}
 TRANSFORMER = {"family": "transformer", "d_model": 16, "heads": 2, "layers": 2, "d_ff": 32, "dropout": 0.0}
+# Hybrids: every encoder x decoder pair of two families (the families are the pairs of one), at the tiny sizes.
+# The recurrent decoder attends at 24 and the recurrent encoder gives 20-wide states, so those pairs run through
+# the memory projection; the others meet at 16 without one.
+ENCODERS = {"transformer": {"family": "transformer", "d_model": 16, "heads": 2, "layers": 2, "d_ff": 32},
+            "rnn": {"family": "rnn", "embed_dim": 16, "hidden_dim": 20},
+            "cnn": {"family": "cnn", "embed_dim": 16, "channels": 16, "kernel": 3}}
+DECODERS = {**ENCODERS, "rnn": {"family": "rnn", "cell": "lstm", "embed_dim": 16, "hidden_dim": 24,
+                                "attention": "general"}}
+HYBRIDS = {
+    **{f"hybrid_{encoder}_{decoder}": {"family": "hybrid", "encoder": ENCODERS[encoder], "decoder": DECODERS[decoder],
+                                       "dropout": 0.0}
+       for encoder in ENCODERS for decoder in DECODERS if encoder != decoder},
+    # other cells, attentions, stacks and tyings on either side
+    "hybrid_transformer_gru_untied": {"family": "hybrid", "tie_embeddings": "none", "dropout": 0.0,
+                                      "encoder": {**ENCODERS["transformer"], "norm": "pre", "positions": "learned"},
+                                      "decoder": {"family": "rnn", "cell": "gru", "embed_dim": 12, "hidden_dim": 16,
+                                                  "attention": "additive", "attentional_dim": 20}},
+    "hybrid_sparse_rnn_dot": {"family": "hybrid", "dropout": 0.0,
+                              "encoder": {**ENCODERS["transformer"], "self_attention": "sparse", "window": 1,
+                                          "global_tokens": 1, "random_blocks": 1, "block_size": 2,
+                                          "max_positions": 16},
+                              "decoder": {"family": "rnn", "cell": "rnn", "embed_dim": 16, "hidden_dim": 16,
+                                          "attention": "dot", "input_feeding": False, "layers": 2}},
+    "hybrid_gru_transformer_source_target": {"family": "hybrid", "tie_embeddings": "source_target", "dropout": 0.0,
+                                             "encoder": {**ENCODERS["rnn"], "cell": "gru", "bidirectional": False},
+                                             "decoder": {**DECODERS["transformer"], "positions": "relative",
+                                                         "relative_clip": 3}},
+    "hybrid_cnn_transformer_target_output": {"family": "hybrid", "tie_embeddings": "target_output", "dropout": 0.0,
+                                             "encoder": {**ENCODERS["cnn"], "embed_dim": 12, "encoder_layers": 3},
+                                             "decoder": {**DECODERS["transformer"], "norm": "pre"}},
+}
 TINY_VARIANTS = {
     **{f"{cell}_{attention}": {**RNN, "cell": cell, "attention": attention}
        for cell in ("rnn", "gru", "lstm") for attention in ("none", "dot", "general", "reduced_rank", "additive")},
@@ -62,9 +93,11 @@ TINY_VARIANTS = {
     "cnn_target_output": {"family": "cnn", "embed_dim": 12, "channels": 16, "kernel": 3, "dropout": 0.0,
                           "tie_embeddings": "target_output"},
     "own_bag_gru_separate": {"family": "bag_gru:BagGRU", "embed_dim": 12, "hidden_dim": 16, "dropout": 0.0},
+    **HYBRIDS,
 }
 SEPARATE = {"gru_additive_untied", "rnn_none_separate", "transformer_untied", "decoder_only_separate",
-            "decoder_only_untied", "cnn_untied", "own_bag_gru_separate"}
+            "decoder_only_untied", "cnn_untied", "own_bag_gru_separate", "hybrid_transformer_gru_untied",
+            "hybrid_cnn_transformer_target_output"}
 
 
 def tiny_vocab(name) -> Vocab:

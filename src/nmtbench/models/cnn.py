@@ -1,6 +1,7 @@
 """Convolutional encoder-decoder in the manner of ConvS2S (Gehring et al. 2017).
 
-Everything for the family's forward pass is in this file. Both sides stack gated convolutions
+Everything for the family's forward pass is in this file, as an encoder half and a decoder half that the family
+pairs and a hybrid (models/hybrid.py) pairs with another family's. Both sides stack gated convolutions
 (GLU) with residual connections; every decoder layer attends to the encoder output z with keys z and
 values z + e (e: the source embeddings). The decoder's convolutions see only the past: padded on the
 left by kernel - 1 in teacher forcing, and fed from a cache of the last kernel - 1 inputs per layer
@@ -45,32 +46,47 @@ def gated_conv(channels: int, kernel: int) -> nn.Conv1d:
     return nn.Conv1d(channels, 2 * channels, kernel)  # twice the channels: values and gates for the GLU
 
 
-class ConvSeq2Seq(VocabularySeq2Seq):
-    def __init__(self, cfg: ConvConfig, vocab: Vocab):
-        super().__init__()
-        self.cfg = cfg
-        E, C, k = cfg.embed_dim, cfg.channels, cfg.kernel
-        self.build_embeddings(vocab, E, cfg.tie_embeddings)
-        self.src_positions, self.tgt_positions = nn.Embedding(cfg.max_positions, E), nn.Embedding(cfg.max_positions, E)
-        self.dropout = Dropout(cfg.dropout)
-        self.enc_in, self.enc_out = nn.Linear(E, C), nn.Linear(C, E)
-        self.enc_convs = nn.ModuleList(gated_conv(C, k) for _ in range(cfg.encoder_layers))
-        self.dec_in, self.dec_out = nn.Linear(E, C), nn.Linear(C, E)
-        self.dec_convs = nn.ModuleList(gated_conv(C, k) for _ in range(cfg.decoder_layers))
-        self.att_in = nn.ModuleList(nn.Linear(C, E) for _ in range(cfg.decoder_layers))
-        self.att_out = nn.ModuleList(nn.Linear(E, C) for _ in range(cfg.decoder_layers))
-        self.build_output(vocab, E)
+class ConvPart(VocabularySeq2Seq):
+    """What both convolutional halves share: token embeddings plus learned positions of one side."""
 
-    def _embed(self, words, tokens, table: nn.Embedding, offset: int = 0):
+    def build_conv_positions(self, cfg: ConvConfig, name: str) -> None:
+        """The position table `name` (src_positions or tgt_positions), unless the model has it already."""
+        if not hasattr(self, name):
+            setattr(self, name, nn.Embedding(cfg.max_positions, cfg.embed_dim))
+
+    def _conv_embed(self, cfg: ConvConfig, words, tokens, table: nn.Embedding, offset: int = 0):
         """tokens (B, T) of one side (words: embed_source or embed_target), from position offset on."""
         positions = torch.arange(offset, offset + tokens.size(1), device=tokens.device)
-        if positions[-1] >= self.cfg.max_positions:
+        if positions[-1] >= cfg.max_positions:
             raise ValueError(f"sequence of {positions[-1] + 1} tokens exceeds max_positions "
-                             f"{self.cfg.max_positions}; raise max_positions in the model block")
+                             f"{cfg.max_positions}; raise max_positions in the model block")
         return self.dropout(words(tokens) + table(positions))  # (B, T, E)
 
+
+class ConvEncoder(ConvPart):
+    """The encoder half: gated convolutions over the source. Its layers are the model's own attributes, named as
+    the family always named them, so a whole ConvSeq2Seq keeps its checkpoint keys and a hybrid
+    (models/hybrid.py) takes this half alone."""
+
+    encoder_keys = ("embed_dim", "channels", "encoder_layers", "kernel", "max_positions")  # what a hybrid's reads
+
+    @staticmethod
+    def source_width(cfg: ConvConfig) -> int:
+        return cfg.embed_dim
+
+    @staticmethod
+    def memory_width(cfg: ConvConfig) -> int:
+        return cfg.embed_dim
+
+    def build_encoder(self, cfg: ConvConfig) -> None:
+        self.encoder_cfg = cfg
+        self.build_conv_positions(cfg, "src_positions")
+        self.enc_in, self.enc_out = nn.Linear(cfg.embed_dim, cfg.channels), nn.Linear(cfg.channels, cfg.embed_dim)
+        self.enc_convs = nn.ModuleList(gated_conv(cfg.channels, cfg.kernel) for _ in range(cfg.encoder_layers))
+
     def encode(self, src, src_mask):
-        e = self._embed(self.embed_source, src, self.src_positions)  # (B, S, E)
+        """Memory: enc (B, S, E), the attention's keys z, and values, ConvS2S's z + e (e: the source embeddings)."""
+        e = self._conv_embed(self.encoder_cfg, self.embed_source, src, self.src_positions)  # (B, S, E)
         keep = src_mask.unsqueeze(1)  # (B, 1, S)
         h = self.enc_in(e).transpose(1, 2)  # (B, C, S)
         for conv in self.enc_convs:
@@ -78,13 +94,42 @@ class ConvSeq2Seq(VocabularySeq2Seq):
             x = F.pad(self.dropout(h * keep), ((conv.kernel_size[0] - 1) // 2,) * 2)
             h = (F.glu(conv(x), dim=1) + h) * RESIDUAL_SCALE
         z = self.enc_out(h.transpose(1, 2))  # (B, S, E)
-        return {"keys": z, "values": (z + e) * RESIDUAL_SCALE}
+        return {"enc": z, "values": (z + e) * RESIDUAL_SCALE}
+
+
+class ConvDecoder(ConvPart):
+    """The decoder half: causal gated convolutions, each layer attending to the encoder's states. After another
+    family's encoder, which has no z + e, the values are the states themselves."""
+
+    decoder_keys = ("embed_dim", "channels", "decoder_layers", "kernel", "max_positions")
+
+    @staticmethod
+    def target_width(cfg: ConvConfig) -> int:
+        return cfg.embed_dim
+
+    @staticmethod
+    def attended_width(cfg: ConvConfig) -> int:
+        return cfg.embed_dim  # each layer's query d is E wide
+
+    @staticmethod
+    def output_width(cfg: ConvConfig) -> int:
+        return cfg.embed_dim
+
+    def build_decoder(self, cfg: ConvConfig) -> None:
+        self.decoder_cfg = cfg
+        E, C, k = cfg.embed_dim, cfg.channels, cfg.kernel
+        self.build_conv_positions(cfg, "tgt_positions")
+        self.dec_in, self.dec_out = nn.Linear(E, C), nn.Linear(C, E)
+        self.dec_convs = nn.ModuleList(gated_conv(C, k) for _ in range(cfg.decoder_layers))
+        self.att_in = nn.ModuleList(nn.Linear(C, E) for _ in range(cfg.decoder_layers))
+        self.att_out = nn.ModuleList(nn.Linear(E, C) for _ in range(cfg.decoder_layers))
 
     def _decoder_layer(self, i, h, g, memory, src_mask, window):
         """h (B, C, T) with its left context window (B, C, k-1) -> new h (B, C, T) and attention weights."""
         y = F.glu(self.dec_convs[i](torch.cat([window, self.dropout(h)], dim=2)), dim=1)  # (B, C, T)
         d = (self.att_in[i](y.transpose(1, 2)) + g) * RESIDUAL_SCALE  # (B, T, E)
-        context, weights = attend(d @ memory["keys"].transpose(1, 2), memory["values"], src_mask)
+        values = memory.get("values", memory["enc"])
+        context, weights = attend(d @ memory["enc"].transpose(1, 2), values, src_mask)
         y = (y + self.att_out[i](context).transpose(1, 2)) * RESIDUAL_SCALE
         return (y + h) * RESIDUAL_SCALE, weights
 
@@ -98,20 +143,38 @@ class ConvSeq2Seq(VocabularySeq2Seq):
         return self.output(self.dropout(self.dec_out(h.transpose(1, 2)))), new_windows, weights
 
     def _empty_windows(self, batch: int, like: torch.Tensor):
-        return [like.new_zeros(batch, self.cfg.channels, self.cfg.kernel - 1) for _ in self.dec_convs]
+        cfg = self.decoder_cfg
+        return [like.new_zeros(batch, cfg.channels, cfg.kernel - 1) for _ in self.dec_convs]
 
     def teacher_forced(self, memory, src_mask, tgt_in):
-        g = self._embed(self.embed_target, tgt_in, self.tgt_positions)
+        g = self._conv_embed(self.decoder_cfg, self.embed_target, tgt_in, self.tgt_positions)
         logits, _, _ = self._decode(memory, src_mask, g, self._empty_windows(tgt_in.size(0), g))
         return logits
 
     def init_state(self, memory, src_mask):
-        windows = self._empty_windows(src_mask.size(0), memory["keys"])
+        windows = self._empty_windows(src_mask.size(0), memory["enc"])
         return DecoderState({**memory, "mask": src_mask, "windows": tuple(windows)})
 
     def decode_step(self, state, y_prev):
         s = state.tensors
-        g = self._embed(self.embed_target, y_prev[:, None], self.tgt_positions, offset=state.step)  # (B, 1, E)
+        g = self._conv_embed(self.decoder_cfg, self.embed_target, y_prev[:, None], self.tgt_positions,
+                             offset=state.step)  # (B, 1, E)
         logits, windows, weights = self._decode(s, s["mask"], g, s["windows"])
         state = DecoderState({**s, "windows": tuple(windows)}, state.step + 1, weights[:, 0])
         return torch.log_softmax(logits[:, 0].float(), dim=-1), state
+
+
+class ConvSeq2Seq(ConvEncoder, ConvDecoder):
+    """The convolutional family: both halves of one config."""
+
+    def __init__(self, cfg: ConvConfig, vocab: Vocab):
+        super().__init__()
+        self.cfg = cfg
+        self.build_embeddings(vocab, cfg.embed_dim, cfg.tie_embeddings)
+        # both position tables before any layer: the order the family always drew its weights in
+        self.build_conv_positions(cfg, "src_positions")
+        self.build_conv_positions(cfg, "tgt_positions")
+        self.dropout = Dropout(cfg.dropout)
+        self.build_encoder(cfg)
+        self.build_decoder(cfg)
+        self.build_output(vocab, cfg.embed_dim)

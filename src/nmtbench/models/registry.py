@@ -12,6 +12,7 @@ import importlib
 from nmtbench.config import Block, ConfigError, choice, from_dict
 from nmtbench.models.cnn import ConvConfig, ConvSeq2Seq
 from nmtbench.models.decoder_only import DecoderOnlyConfig, DecoderOnlySeq2Seq
+from nmtbench.models.hybrid import HybridConfig, HybridSeq2Seq
 from nmtbench.models.interface import Seq2Seq
 from nmtbench.models.rnn import RNNConfig, RNNSeq2Seq
 from nmtbench.models.transformer import TransformerConfig, TransformerSeq2Seq
@@ -22,6 +23,7 @@ FAMILIES = {
     "transformer": (TransformerConfig, TransformerSeq2Seq),
     "decoder_only": (DecoderOnlyConfig, DecoderOnlySeq2Seq),
     "cnn": (ConvConfig, ConvSeq2Seq),
+    "hybrid": (HybridConfig, HybridSeq2Seq),  # one family's encoder with another's decoder
 }
 
 

@@ -2,7 +2,8 @@
 sinusoidal, learned or relative (Shaw et al. 2018) positions, and full, Linformer or sparse encoder
 self-attention (models/efficient_attention.py).
 
-Everything for the family's forward pass is in this file; the decoder-only model reuses its layers.
+Everything for the family's forward pass is in this file, as an encoder half and a decoder half that the family
+pairs and a hybrid (models/hybrid.py) pairs with another family's; the decoder-only model reuses its layers.
 Incremental decoding caches, per decoder layer, the self-attention keys and values of the target prefix
 and the cross-attention keys and values of the source, so a step costs O(t d) attention work instead of
 re-running the prefix.
@@ -199,74 +200,130 @@ class Layer(nn.Module):
         return x, new_kv[0], weights
 
 
-class TransformerSeq2Seq(VocabularySeq2Seq):
-    def __init__(self, cfg: TransformerConfig, vocab: Vocab):
-        super().__init__()
-        self.cfg = cfg
-        self.build_embeddings(vocab, cfg.d_model, cfg.tie_embeddings)
-        if cfg.positions == "learned":
-            self.position_table = nn.Embedding(cfg.max_positions, cfg.d_model)
-        self.dropout = Dropout(cfg.dropout)
-        projections = length_projections(cfg) if cfg.self_attention == "linformer" else [None] * cfg.layers
-        self.encoder_layers = nn.ModuleList(Layer(cfg, False, projection) for projection in projections)
-        window = cfg.decoder_window + 1 if cfg.self_attention == "sparse" and cfg.decoder_window else 0
-        self.decoder_layers = nn.ModuleList(Layer(cfg, True, cache_limit=window) for _ in range(cfg.layers))
-        # pre-norm leaves the residual stream unnormalised, so it ends each stack with a norm
-        final_norm = (lambda: nn.LayerNorm(cfg.d_model)) if cfg.norm == "pre" else nn.Identity
-        self.encoder_norm, self.decoder_norm = final_norm(), final_norm()
-        self.build_output(vocab, cfg.d_model)
-        for weight in self.vocabulary_weights():
-            nn.init.normal_(weight, std=cfg.d_model ** -0.5)
-        if cfg.self_attention == "sparse":  # drawn from the model's seed and saved with it: it decodes alike twice
-            self.register_buffer("random_blocks", random_table(cfg))
+class TransformerPart(VocabularySeq2Seq):
+    """What both Transformer halves share: embeddings scaled by sqrt(d) plus positions, and their initialisation."""
 
-    def _embed(self, words, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def build_positions(self, cfg: TransformerConfig) -> None:
+        """The learned position table, one for both halves of a whole Transformer (built by the first half)."""
+        if cfg.positions == "learned" and not hasattr(self, "position_table"):
+            self.position_table = nn.Embedding(cfg.max_positions, cfg.d_model)
+
+    def _embed(self, cfg: TransformerConfig, words, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """tokens (B, T) of one side (words: embed_source or embed_target) at positions (T,) or (B, T) -> (B, T, d);
         relative positions add nothing here."""
-        x = words(tokens) * math.sqrt(self.cfg.d_model)
-        if self.cfg.positions == "learned":
-            if positions.max() >= self.cfg.max_positions:
+        x = words(tokens) * math.sqrt(cfg.d_model)
+        if cfg.positions == "learned":
+            if positions.max() >= cfg.max_positions:
                 raise ValueError(f"sequence of {positions.max() + 1} tokens exceeds max_positions "
-                                 f"{self.cfg.max_positions}; raise max_positions in the model block")
+                                 f"{cfg.max_positions}; raise max_positions in the model block")
             x = x + self.position_table(positions)
-        elif self.cfg.positions == "sinusoidal":
-            x = x + sinusoids(positions, self.cfg.d_model)
+        elif cfg.positions == "sinusoidal":
+            x = x + sinusoids(positions, cfg.d_model)
         return self.dropout(x)
 
+    def initialise(self) -> None:
+        """Every vocabulary matrix from N(0, d^-1/2): scaled by sqrt(d) above, an embedding enters at unit size."""
+        super().initialise()
+        for weight in self.vocabulary_weights():
+            nn.init.normal_(weight, std=weight.size(1) ** -0.5)
+
+
+def final_norm(cfg: TransformerConfig) -> nn.Module:
+    """Pre-norm leaves the residual stream unnormalised, so it ends each stack with a norm."""
+    return nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
+
+
+class TransformerEncoder(TransformerPart):
+    """The encoder half: self-attention layers (full, Linformer or sparse) over the source. Its layers are the
+    model's own attributes, named as the family always named them, so a whole TransformerSeq2Seq keeps its
+    checkpoint keys and a hybrid (models/hybrid.py) takes this half alone."""
+
+    encoder_keys = ("norm", "positions", "d_model", "heads", "layers", "d_ff", "max_positions", "relative_clip",
+                    "self_attention", "linformer_k", "linformer_sharing", "window", "global_tokens",
+                    "random_blocks", "block_size")  # what a hybrid's encoder reads
+
+    @staticmethod
+    def source_width(cfg: TransformerConfig) -> int:
+        return cfg.d_model
+
+    @staticmethod
+    def memory_width(cfg: TransformerConfig) -> int:
+        return cfg.d_model
+
+    def build_encoder(self, cfg: TransformerConfig) -> None:
+        self.encoder_cfg = cfg
+        self.build_positions(cfg)
+        projections = length_projections(cfg) if cfg.self_attention == "linformer" else [None] * cfg.layers
+        self.encoder_layers = nn.ModuleList(Layer(cfg, False, projection) for projection in projections)
+        self.encoder_norm = final_norm(cfg)
+
+    def initialise(self) -> None:
+        super().initialise()
+        if self.encoder_cfg.self_attention == "sparse":  # from the model's seed, saved with it: it decodes alike twice
+            self.register_buffer("random_blocks", random_table(self.encoder_cfg))
+
     def encode(self, src, src_mask):
+        """Memory: enc (B, S, d), the encoder's output."""
+        cfg = self.encoder_cfg
         positions = torch.arange(src.size(1), device=src.device)
-        x = self._embed(self.embed_source, src, positions)  # (B, S, d)
+        x = self._embed(cfg, self.embed_source, src, positions)  # (B, S, d)
         mask = src_mask[:, None, None, :]  # (B, 1, 1, S)
-        if self.cfg.self_attention == "sparse":
-            check_length(src.size(1), self.cfg.max_positions, "the random block table")
-            mask = SparsePattern(src_mask, self.cfg.window, self.cfg.window, self.cfg.global_tokens,
-                                 self.random_blocks, self.cfg.block_size)
+        if cfg.self_attention == "sparse":
+            check_length(src.size(1), cfg.max_positions, "the random block table")
+            mask = SparsePattern(src_mask, cfg.window, cfg.window, cfg.global_tokens, self.random_blocks,
+                                 cfg.block_size)
         for layer in self.encoder_layers:
             x, _, _ = layer(x, mask, positions=(positions, positions))
-        return self.encoder_norm(x)
+        return {"enc": self.encoder_norm(x)}
+
+
+class TransformerDecoder(TransformerPart):
+    """The decoder half: causal self-attention, attention to the encoder's states, feed-forward, per layer."""
+
+    decoder_keys = ("norm", "positions", "d_model", "heads", "layers", "d_ff", "max_positions", "relative_clip")
+
+    @staticmethod
+    def target_width(cfg: TransformerConfig) -> int:
+        return cfg.d_model
+
+    @staticmethod
+    def attended_width(cfg: TransformerConfig) -> int:
+        return cfg.d_model  # the cross-attention's key and value projections read d-wide states
+
+    @staticmethod
+    def output_width(cfg: TransformerConfig) -> int:
+        return cfg.d_model
+
+    def build_decoder(self, cfg: TransformerConfig) -> None:
+        self.decoder_cfg = cfg
+        self.build_positions(cfg)
+        window = cfg.decoder_window + 1 if cfg.self_attention == "sparse" and cfg.decoder_window else 0
+        self.decoder_layers = nn.ModuleList(Layer(cfg, True, cache_limit=window) for _ in range(cfg.layers))
+        self.decoder_norm = final_norm(cfg)
 
     def teacher_forced(self, memory, src_mask, tgt_in):
+        cfg = self.decoder_cfg
         positions = torch.arange(tgt_in.size(1), device=tgt_in.device)
-        x = self._embed(self.embed_target, tgt_in, positions)  # (B, T, d)
+        x = self._embed(cfg, self.embed_target, tgt_in, positions)  # (B, T, d)
         causal = positions[None, :] <= positions[:, None]  # (T, T): query t sees keys up to t
         if self.decoder_layers[0].cache_limit:  # query t sees keys t - decoder_window .. t
-            causal = SparsePattern(torch.ones_like(tgt_in, dtype=torch.bool), self.cfg.decoder_window, 0)
+            causal = SparsePattern(torch.ones_like(tgt_in, dtype=torch.bool), cfg.decoder_window, 0)
         cross_mask = src_mask[:, None, None, :]
         for layer in self.decoder_layers:
             x, _, _ = layer(x, causal, positions=(positions, positions),
-                            cross_kv=layer.cross_attn.project_kv(memory), cross_mask=cross_mask)
+                            cross_kv=layer.cross_attn.project_kv(memory["enc"]), cross_mask=cross_mask)
         return self.output(self.decoder_norm(x))  # (B, T, V)
 
     def init_state(self, memory, src_mask):
         tensors = {"mask": src_mask}
         for i, layer in enumerate(self.decoder_layers):
-            tensors[f"cross{i}"] = layer.cross_attn.project_kv(memory)  # (B, h, S, d/h) twice
+            tensors[f"cross{i}"] = layer.cross_attn.project_kv(memory["enc"])  # (B, h, S, d/h) twice
         return DecoderState(tensors)
 
     def decode_step(self, state, y_prev):
         s = state.tensors
         step = torch.tensor([state.step], device=y_prev.device)
-        x = self._embed(self.embed_target, y_prev.unsqueeze(1), step)  # (B, 1, d)
+        x = self._embed(self.decoder_cfg, self.embed_target, y_prev.unsqueeze(1), step)  # (B, 1, d)
         cross_mask = s["mask"][:, None, None, :]
         positions = (step, torch.arange(state.step + 1, device=y_prev.device))
         tensors, last = {"mask": s["mask"]}, len(self.decoder_layers) - 1
@@ -277,3 +334,17 @@ class TransformerSeq2Seq(VocabularySeq2Seq):
         logits = self.output(self.decoder_norm(x[:, 0]))  # (B, V)
         attention = weights.mean(dim=1)[:, 0]  # heads averaged, (B, S)
         return torch.log_softmax(logits.float(), dim=-1), DecoderState(tensors, state.step + 1, attention)
+
+
+class TransformerSeq2Seq(TransformerEncoder, TransformerDecoder):
+    """The Transformer family: both halves of one config, sharing the learned position table where there is one."""
+
+    def __init__(self, cfg: TransformerConfig, vocab: Vocab):
+        super().__init__()
+        self.cfg = cfg
+        self.build_embeddings(vocab, cfg.d_model, cfg.tie_embeddings)
+        self.dropout = Dropout(cfg.dropout)
+        self.build_encoder(cfg)
+        self.build_decoder(cfg)
+        self.build_output(vocab, cfg.d_model)
+        self.initialise()

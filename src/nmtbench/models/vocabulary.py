@@ -63,11 +63,13 @@ class VocabularySeq2Seq(Seq2Seq):
     tied as before tie_embeddings existed draws the same initial weights and keeps its checkpoint keys.
     """
 
-    def build_embeddings(self, vocab: Vocab, dim: int, tie: str) -> None:
+    def build_embeddings(self, vocab: Vocab, dim: int, tie: str, target_dim: int | None = None) -> None:
+        """The source embedding of width dim and, unless tied to it, the target's of width target_dim (a hybrid's
+        decoder may read narrower or wider embeddings than its encoder; None: dim)."""
         self.pad_id, self.tie = vocab.pad_id, tie
         self.embed = nn.Embedding(vocab.source, dim, padding_idx=vocab.pad_id)
         if tie not in SHARED_EMBEDDING:
-            self.target_embed = nn.Embedding(vocab.target, dim, padding_idx=vocab.pad_id)
+            self.target_embed = nn.Embedding(vocab.target, target_dim or dim, padding_idx=vocab.pad_id)
 
     def build_output(self, vocab: Vocab, dim: int) -> None:
         """The projection of dim-wide decoder outputs onto the target vocabulary."""
@@ -83,6 +85,11 @@ class VocabularySeq2Seq(Seq2Seq):
 
     def embed_target(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.target_table()(tokens)
+
+    def initialise(self) -> None:
+        """What a model draws once all its layers exist; by default nothing, PyTorch's initialisation stands. A
+        Transformer half redraws the vocabulary matrices, a sparse encoder its random blocks (models/transformer.py),
+        after every layer as the family always did, so a seed gives the same weights."""
 
     def vocabulary_weights(self) -> list[nn.Parameter]:
         """Each distinct matrix of the vocabulary layers once, for a family that initialises them its own way."""
