@@ -77,6 +77,35 @@ def test_after_a_failed_stage_dvc_checkout_restores_every_output(tmp_path):
 
 
 @pytest.mark.slow
+def test_make_repro_with_a_bad_model_block_loses_nothing(tmp_path):
+    """make repro runs nmtbench check, then dvc repro, which deletes a training's train.json and learning curve
+    before `nmtbench train` refuses the model's block. With the default params (tune.trials 0) check built no model
+    config, so such a block cost those files; now check refuses it, and what params alone tell of the tying."""
+    run = make_workspace(tmp_path)
+    run("dvc", "repro", "train@transformer-42")
+    commit(run, "outputs")
+    before = contents(tmp_path)
+    assert {"metrics/transformer/seed42/train.json", "metrics/transformer/seed42/learning_curve.csv"} <= set(before)
+    for changes, message in (
+            ({"tie_embeddings": "maybe"}, "models.transformer.tie_embeddings: 'maybe' is not valid; choose one of all, "
+                                          "source_target, target_output, none"),
+            ({"family": "no_such_module:Model"}, "models.transformer.family: cannot import no_such_module"),
+            ({"tie_embeddings": "all", "joint": False}, "models.transformer.tie_embeddings: all makes the source and "
+                                                        "the target embedding one matrix, which needs one joint "
+                                                        "vocabulary")):
+        params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+        params["tokenize"]["joint"] = changes.pop("joint", True)
+        params["models"]["transformer"].update(changes)
+        (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        repro = run("make", "repro", check=False)
+        assert repro.returncode != 0
+        assert f"error: {message}" in repro.stderr
+        assert contents(tmp_path) == before
+        assert "Running stage" not in repro.stdout
+        run("git", "checkout", "params.yaml")
+
+
+@pytest.mark.slow
 def test_two_runs_from_scratch_give_the_same_scores(tmp_path):
     """The default budget counts FLOPs, not seconds, so a busy or faster machine trains the same steps; and the
     second run, through nmtbench launch with two jobs of one thread at once, records every stage as dvc repro does."""

@@ -199,7 +199,7 @@ def test_a_shared_source_and_target_embedding_is_refused_with_one_vocabulary_per
         build_model("m", {"family": family, "tie_embeddings": tie}, Vocab.of(V_SOURCE, V, PAD))
     assert str(error.value) == (
         f"models.m.tie_embeddings: {tie} makes the source and the target embedding one matrix, which needs one joint "
-        "vocabulary, but the tokenize stage made one per side (tokenize.joint: false); set tie_embeddings: "
+        "vocabulary, but the tokenize stage makes one per side (tokenize.joint: false); set tie_embeddings: "
         "target_output or none, or tokenize.joint: true")
 
 

@@ -15,7 +15,7 @@ from optuna.trial import TrialState, create_trial
 from helpers.data import write_mirror
 from helpers.postgres import postgres_server, server_bin
 from helpers.project import TRAINED_MODELS, pipeline_env, write_tiny_project
-from nmtbench.config import ConfigError, TuneConfig, load_params
+from nmtbench.config import ConfigError, KnobConfig, TuneConfig, load_params
 from nmtbench.training.tuning import open_study, search_space, study_name, tune, tuned_params, winner, with_values
 
 SPACE = {"lr": {"low": 1.0e-4, "high": 5.0e-3, "log": True}, "warmup_steps": {"low": 0, "high": 200},
@@ -173,13 +173,30 @@ def test_tuning_never_opens_a_test_split(project):
     ({"transformer": {"dropout": {"low": 0.2, "high": 0.5}}},
      "tune.space.transformer.dropout: params.yaml's value 0.1 is outside the range; widen it, so that trial 0 "
      "(the untuned model) is part of the search"),
-    ({"rnn": SPACE}, "tune.space: no search space for family transformer (models.tiny); add tune.space.transformer"),
+    ({"rnn": SPACE, "cnn": {**SPACE, "lr": {"low": 1.0e-4, "high": 1.0e-2}}},
+     "tune.space: no search space for family transformer (models.tiny), and no one range of lr that every family "
+     "shares; add tune.space.transformer"),
+    ({}, "tune.space: no search space for family transformer (models.tiny), and no one range of lr"),
 ])
 def test_a_space_that_does_not_fit_the_model_is_refused_in_one_line(project, space, message):
     params = set_tune(project, space=space)
     with pytest.raises(ConfigError) as refused:
         search_space(params, "tiny")
     assert str(refused.value).startswith(message) and "\n" not in str(refused.value)
+
+
+def test_a_family_without_a_space_searches_the_knobs_every_family_shares(project):
+    """An own family (here the transformer, left out of tune.space) gets lr, warmup_steps, label_smoothing and
+    dropout over the ranges the named families share, not a refusal; dropout only where its config has one."""
+    from nmtbench.training.tuning import shared_knobs
+
+    shared = {**SPACE, "label_smoothing": {"low": 0.0, "high": 0.3}, "heads": {"choices": [2]}}
+    params = set_tune(project, space={"rnn": shared, "cnn": shared})
+    space = search_space(params, "tiny")
+    assert {name: knob.model_dump() for name, (_, knob, _) in space.items()} == {
+        name: KnobConfig(**shared[name]).model_dump() for name in ("lr", "warmup_steps", "label_smoothing", "dropout")}
+    assert [part for part, _, _ in space.values()] == ["train", "train", "train", "model"]
+    assert "dropout" not in shared_knobs(params.tune.space, "own:Model", "own", fields={"embed_dim": None})
 
 
 @pytest.mark.parametrize(("values", "message"), [

@@ -160,7 +160,19 @@ def read_input(name: str) -> list[str]:
 
 
 def _check(args):
+    """Every model block built, whatever tune.trials is: make repro runs this before dvc repro, which deletes a
+    training's train.json and learning curve before `nmtbench train` could refuse the block. The tying is checked
+    against the vocabularies params say the tokenize stage makes; analyze's blocks at their width likewise."""
+    from nmtbench.analysis.sizing import at_width
+    from nmtbench.models.registry import model_config
+    from nmtbench.models.vocabulary import Vocab
+
     params = load_params(args.params)
+    for name, block in params.models.items():
+        model_config(name, block, Vocab.planned(params.tokenize))
+    if params.analyze is not None:
+        for name, block in params.analyze.models.items():
+            model_config(name, at_width(name, block, params.analyze.width))
     if params.tune.trials:  # each model's search space against its family, before any stage runs
         from nmtbench.training.tuning import search_space
 

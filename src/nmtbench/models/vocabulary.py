@@ -18,7 +18,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from nmtbench.config import Block, ConfigError
+from nmtbench.config import Block, ConfigError, TokenizeConfig
 from nmtbench.models.interface import Seq2Seq
 
 SHARED_EMBEDDING = ("all", "source_target")  # the source embedding is the target's: one joint vocabulary only
@@ -39,6 +39,14 @@ class Vocab:
         """One joint vocabulary of `size` pieces; with target_size, a source of `size` and a target of target_size."""
         return cls(size, size if target_size is None else target_size, target_size is None, pad_id)
 
+    @classmethod
+    def planned(cls, tokenize: TokenizeConfig) -> Vocab:
+        """The vocabularies the tokenize stage makes, as far as its params tell before it runs: joint or one per
+        side, of the sizes asked for (sentencepiece may make fewer pieces; no check of a model block reads sizes)."""
+        if tokenize.joint:
+            return cls.of(tokenize.vocab_size)
+        return cls.of(tokenize.vocab_size, tokenize.target_vocab_size or tokenize.vocab_size)
+
 
 class ModelConfig(Block):
     """What every built-in family's config holds besides its architecture."""
@@ -50,8 +58,8 @@ def tying(cfg: ModelConfig, vocab: Vocab, where: str) -> str:
     tie = cfg.tie_embeddings or ("all" if vocab.joint else "target_output")
     if tie in SHARED_EMBEDDING and not vocab.joint:
         raise ConfigError(f"{where}.tie_embeddings: {tie} makes the source and the target embedding one matrix, "
-                          "which needs one joint vocabulary, but the tokenize stage made one per side (tokenize.joint: "
-                          "false); set tie_embeddings: target_output or none, or tokenize.joint: true")
+                          "which needs one joint vocabulary, but the tokenize stage makes one per side "
+                          "(tokenize.joint: false); set tie_embeddings: target_output or none, or tokenize.joint: true")
     return tie
 
 

@@ -41,16 +41,15 @@ from nmtbench.training.train import train
 TUNABLE_TRAIN = ("lr", "warmup_steps", "label_smoothing", "gradient_clip_val", "batch_tokens", "schedule",
                  "accumulate_grad_batches")
 COUNTED = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)  # trials that hold a place in the study
+SHARED_KNOBS = ("lr", "warmup_steps", "label_smoothing", "dropout")  # what every family of params.yaml searches
 
 
 def search_space(params: Params, model: str) -> dict[str, tuple[str, KnobConfig, object]]:
     """name -> (train or model, its range, params.yaml's value) for the family of `model`, each name checked."""
     block = params.model_block(model)
     cfg, family = model_config(model, block), block["family"]
-    knobs = params.tune.space.get(family)
-    if not knobs:
-        raise ConfigError(f"tune.space: no search space for family {family} (models.{model}); add tune.space.{family}")
     fields = type(cfg).model_fields
+    knobs = params.tune.space.get(family) or shared_knobs(params.tune.space, family, model, fields)
     space = {}
     for name, knob in knobs.items():
         where = f"tune.space.{family}.{name}"
@@ -67,6 +66,23 @@ def search_space(params: Params, model: str) -> dict[str, tuple[str, KnobConfig,
                               "trial 0 (the untuned model) is part of the search")
         space[name] = (part, knob, value)
     return space
+
+
+def shared_knobs(space: dict[str, dict[str, KnobConfig]], family: str, model: str, fields) -> dict[str, KnobConfig]:
+    """For a family tune.space does not name (an own model's): the knobs every family searches, SHARED_KNOBS
+    (dropout where its config has one), each over the one range the named families give it, so it is searched as
+    every other model is."""
+    knobs = {}
+    for name in SHARED_KNOBS:
+        if name == "dropout" and name not in fields:
+            continue
+        ranges = {json.dumps(searched[name].model_dump(), sort_keys=True): searched[name]
+                  for searched in space.values() if name in searched}
+        if len(ranges) != 1:
+            raise ConfigError(f"tune.space: no search space for family {family} (models.{model}), and no one range "
+                              f"of {name} that every family shares; add tune.space.{family}")
+        knobs[name] = next(iter(ranges.values()))
+    return knobs
 
 
 def study_name(params: Params, model: str, space: dict, vocab: str) -> str:
