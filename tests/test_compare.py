@@ -294,7 +294,7 @@ def test_the_verdict_gives_each_contrast_with_its_interval(root):
 
 
 def test_the_contrasts_pick_the_best_on_validation():
-    from nmtbench.evaluation.compare import contrasts
+    from nmtbench.evaluation.verdict import contrasts
 
     def row(val_bleu):
         return {"best_val_bleu": {"mean": val_bleu}, "best_val_loss": {"mean": 1.0}}
@@ -309,6 +309,48 @@ def test_the_contrasts_pick_the_best_on_validation():
         ("best attention RNN vs best Transformer", "dot", "pre"),
         ("pre vs the baseline Transformer", "pre", "transformer"),
         ("decoder_only vs the baseline Transformer", "decoder_only", "transformer")]
+
+
+def test_the_verdict_reads_the_encoder_x_decoder_2x2_per_side_and_measures_the_two_findings(root, monkeypatch):
+    """transformer (TT) and rnn (RR) with the two hybrids tr (its encoder, rnn's decoder) and rt: four per-side
+    contrasts, each changing one half, and Domhan's and Chen et al.'s findings from BLEU(tr) - BLEU(rt)."""
+    for name, like in (("tr", "transformer"), ("rt", "rnn")):
+        monkeypatch.setitem(TRAIN, name, TRAIN[like])
+        for seed in (1, 2):
+            write_run(root, name, seed, OUTPUTS[like, seed])
+    blocks = {"transformer": {"family": "transformer"}, "rnn": {"family": "rnn", "attention": "dot"},
+              "tr": {"family": "hybrid", "encoder": {"family": "transformer"},
+                     "decoder": {"family": "rnn", "attention": "dot"}},
+              "rt": {"family": "hybrid", "encoder": {"family": "rnn", "hidden_dim": 256},
+                     "decoder": {"family": "transformer", "norm": "post"}}}  # the defaults written out: the same half
+    result = compare(list(blocks), [1, 2], CFG, {SPLIT: {"src": SOURCES, "tgt": REFERENCES}}, root, blocks)
+    sides = [(row["side"], row["question"], row["model"], row["other"]) for row in result["verdict"] if row["side"]]
+    assert sides == [
+        ("encoder", "encoder: self-attention vs recurrence, the decoder fixed (self-attention)", "transformer", "rt"),
+        ("encoder", "encoder: self-attention vs recurrence, the decoder fixed (recurrence)", "tr", "rnn"),
+        ("decoder", "decoder: self-attention vs recurrence, the encoder fixed (self-attention)", "transformer", "tr"),
+        ("decoder", "decoder: self-attention vs recurrence, the encoder fixed (recurrence)", "rt", "rnn")]
+    by_pair = {(row["model"], row["other"]): row for row in result["verdict"]}
+    assert by_pair["transformer", "tr"]["difference"] == 0 and not by_pair["transformer", "tr"]["significant"]
+    assert by_pair["transformer", "rt"]["difference"] > 0 and by_pair["transformer", "rt"]["significant"]
+    domhan, chen = result["findings"]
+    tr_minus_rt = by_pair["transformer", "rt"]  # tr translates as transformer does, rt as rnn
+    between = (f"tr - rt: {tr_minus_rt['difference']:+.2f} BLEU, 95% CI [{tr_minus_rt['ci'][0]:.2f}, "
+               f"{tr_minus_rt['ci'][1]:.2f}]")
+    assert domhan["verdict"] == chen["verdict"] == "holds"
+    assert domhan["models"] == {"TT": "transformer", "TR": "tr", "RT": "rt", "RR": "rnn"}
+    assert domhan["finding"].startswith("Domhan (ACL 2018), How Much Attention Do You Need?: self-attention matters")
+    assert domhan["measurement"].endswith(f"The encoder's mean gain minus the decoder's is {between}")
+    assert chen["measurement"].startswith(f"the Transformer encoder with the recurrent decoder against the reverse "
+                                          f"hybrid, {between}; against the Transformer (transformer) +0.00")
+    page = (root / "results/comparison.md").read_text()
+    assert f"- {chen['finding']}: **holds**; {chen['measurement']}." in page
+
+
+def test_without_a_2x2_there_are_no_findings(root):
+    blocks = {"transformer": {"family": "transformer"}, "rnn": {"family": "rnn", "attention": "dot"}}
+    result = compare(list(blocks), [1], CFG, {SPLIT: {"src": SOURCES, "tgt": REFERENCES}}, root, blocks)
+    assert result["findings"] == [] and all(row["side"] is None for row in result["verdict"])
 
 
 CURVES = {  # (model, seed) -> (training FLOPs, val BLEU) at each validation

@@ -3,9 +3,10 @@
 Per model and test set: the scores as mean +- sd over seeds, sacreBLEU's paired bootstrap resampling
 against the baseline model (95% confidence interval, p-value), BLEU by source-length bucket, and a few
 example translations. Per model, its tuning (tuned/<model>.yaml): trials spent, val BLEU untuned and tuned,
-the winning values, and whether tuning changed the ranking. Last, the verdict: the main contrasts of the
-grid, each a BLEU difference with its 95% interval over seeds and test sets. It reads each run's metrics
-(metrics/<model>/seed<seed>/) and translations (results/<model>/seed<seed>/<split>.txt); a translation
+the winning values, and whether tuning changed the ranking. Last, the verdict (evaluation/verdict.py): the main
+contrasts of the grid and the per-side contrasts of its encoders and decoders, each a BLEU difference with its
+95% interval over seeds and test sets, and the published findings about the two halves, measured. It reads each
+run's metrics (metrics/<model>/seed<seed>/) and translations (results/<model>/seed<seed>/<split>.txt); a translation
 must match the hash its eval.json recorded, so depending on metrics/ is enough for DVC to see any changed
 translation.
 """
@@ -24,8 +25,9 @@ import yaml
 from nmtbench.config import BudgetConfig, CompareConfig, ConfigError
 from nmtbench.evaluation.headline import BLEU_METRICS, bleu_metrics
 from nmtbench.evaluation.scoring import PUBLISHED, SCORES, bleu, score
-from nmtbench.evaluation.significance import bleu_difference, paired_bootstrap
+from nmtbench.evaluation.significance import paired_bootstrap
 from nmtbench.evaluation.tables import Table, visible
+from nmtbench.evaluation.verdict import findings, verdict
 from nmtbench.files import write_json, write_text
 from nmtbench.provenance import code_text, stamp
 from nmtbench.runs import RESULTS, RunPaths, tuned_file
@@ -35,7 +37,6 @@ TRAIN_KEYS = ("params", "train_seconds", "train_tokens_per_s", "best_val_loss", 
 OPTIONAL_TRAIN_KEYS = ("best_val_bleu",)
 EVAL_KEYS = (*SCORES, *(f"{key}_signature" for key in SCORES), "sentences_per_s", "hypotheses_sha256")
 SIGNIFICANCE_LEVEL = 0.05  # a p-value below this marks a difference to the baseline (95% confidence)
-TRANSFORMER_FAMILIES = ("transformer", "decoder_only")  # the Transformer variants of the verdict
 BUDGET_FRACTIONS = (0.25, 0.5, 1.0)  # where the ranking across compute is read off the learning curves
 
 
@@ -115,6 +116,7 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
     if blocks is not None:
         references = {split: list(test_sets[split]["tgt"]) for split in splits}
         comparison["verdict"] = verdict(models, blocks, seeds, baseline, translations, references, cfg)
+        comparison["findings"] = findings(blocks, comparison["verdict"], seeds, translations, references, cfg)
     comparison["provenance"] = {"compare": stamp(started), **stamps}
     write_flops_curves(runs, Path(root) / RESULTS / "flops_curves.csv")
     write_json(Path(root) / RESULTS / "comparison.json", comparison)
@@ -210,46 +212,6 @@ def _flops_curve(path: Path) -> list[tuple[float, float]]:
         if "train_flops" not in (reader.fieldnames or ()):
             return []
         return [(float(row["train_flops"]), float(row["val_bleu"])) for row in reader if row["val_bleu"]]
-
-
-def contrasts(models: dict, blocks: dict[str, dict], baseline: str) -> list[tuple[str, str, str]]:
-    """(question, model, other model) for the main questions the grid can answer; "best" is chosen on val
-    (the final runs' best val BLEU, else their val loss), never on the test sets that score the contrast."""
-    def on_val(name):
-        row = models[name]
-        return row["best_val_bleu"]["mean"] if row["best_val_bleu"] else -row["best_val_loss"]["mean"]
-
-    def best(names):
-        return max(names, key=on_val) if names else None
-
-    models = {name: row for name, row in models.items() if name in blocks}  # outside systems answer no contrast
-    rnns = [name for name in models if blocks[name].get("family") == "rnn"]
-    attention = best([name for name in rnns if blocks[name].get("attention", "none") != "none"])
-    plain = best([name for name in rnns if blocks[name].get("attention", "none") == "none"])
-    transformers = [name for name in models if blocks[name].get("family") in TRANSFORMER_FAMILIES]
-    reference = baseline if baseline in transformers else (transformers[0] if transformers else None)
-    found = [("attention vs none within the RNNs", attention, plain),
-             ("best attention RNN vs best Transformer", attention, best(transformers)),
-             *((f"{name} vs the baseline Transformer", name, reference) for name in transformers if name != reference)]
-    return [(question, a, b) for question, a, b in found if a and b]
-
-
-def verdict(models: dict, blocks: dict[str, dict], seeds: list[int], baseline: str, translations: dict,
-            references: dict[str, list[str]], cfg: CompareConfig) -> list[dict]:
-    """Each contrast's BLEU difference with its 95% interval over seeds and test sets, and in words."""
-    found = []
-    for question, a, b in contrasts(models, blocks, baseline):
-        runs = [[{split: translations[split][name, seed] for split in references} for seed in seeds] for name in (a, b)]
-        result = bleu_difference(*runs, references, cfg.bootstrap_resamples, cfg.bootstrap_seed)
-        found.append({"question": question, "model": a, "other": b, **result, "text": verdict_text(a, b, result)})
-    return found
-
-
-def verdict_text(a: str, b: str, result: dict) -> str:
-    low, high = result["ci"]
-    said = (f"{a} is better than {b}" if low > 0 else f"{a} is worse than {b}" if high < 0
-            else f"no significant difference between {a} and {b} (the interval holds 0)")
-    return f"{said}: {result['difference']:+.2f} BLEU, 95% CI [{low:.2f}, {high:.2f}]"
 
 
 def bucket_labels(bounds: list[int]) -> list[str]:
@@ -489,13 +451,15 @@ def _fraction(fraction: float) -> str:
 
 
 def verdict_lines(comparison: dict) -> list[str]:
-    """The contrasts in words, or why there are none."""
+    """The contrasts in words, or why there are none; then the published findings the grid's 2 x 2 measures."""
     if not comparison["verdict"]:
-        return ["The grid holds none of the contrasts (attention and plain RNNs, Transformers)."]
+        return ["The grid holds none of the contrasts (attention and plain RNNs, Transformers, encoder or decoder "
+                "halves)."]
     seeds = len(comparison["seeds"])
     return [f"{row['question']}: {row['text']}." for row in comparison["verdict"]] + [
         f"Differences are means over {seeds} seed{'s' if seeds > 1 else ''} and the test sets "
-        f"{', '.join(comparison['splits'])}; the interval resamples both; significant where it excludes 0."]
+        f"{', '.join(comparison['splits'])}; the interval resamples both; significant where it excludes 0."] + [
+        f"{row['finding']}: **{row['verdict']}**; {row['measurement']}." for row in comparison.get("findings", [])]
 
 
 def provenance_lines(comparison: dict) -> list[str]:

@@ -138,3 +138,20 @@ class ConvRecurrent(HybridSeq2Seq, ConvEncoder, RecurrentDecoder):
 PAIRS = {("transformer", "rnn"): TransformerRecurrent, ("transformer", "cnn"): TransformerConv,
          ("rnn", "transformer"): RecurrentTransformer, ("rnn", "cnn"): RecurrentConv,
          ("cnn", "transformer"): ConvTransformer, ("cnn", "rnn"): ConvRecurrent}
+
+
+def halves(block: dict) -> tuple[tuple[str, dict], tuple[str, dict]] | None:
+    """The encoder and the decoder of a model block, each as (its family, the values of the keys it reads with the
+    family's defaults filled in): the same for a family's own model and for a hybrid with that half, so two models
+    share a half exactly when these are equal. None for a model without two halves (decoder_only, an own class).
+    What the whole model sets (tie_embeddings, dropout) is no half's."""
+    sides = (block.get("encoder", {}), block.get("decoder", {})) if block.get("family") == "hybrid" else (block,) * 2
+    if not all(side.get("family") in HALVES for side in sides):
+        return None
+    found = []
+    for side, half in zip(sides, ("encoder", "decoder")):
+        config_cls, encoder, decoder = HALVES[side["family"]]
+        read = encoder.encoder_keys if half == "encoder" else decoder.decoder_keys
+        cfg = config_cls(**{key: value for key, value in side.items() if key in read})
+        found.append((side["family"], {key: getattr(cfg, key) for key in read}))
+    return found[0], found[1]

@@ -1,0 +1,139 @@
+"""The comparison's verdict: the grid's main contrasts, the per-side contrasts of its encoders and decoders, and
+the two published findings about the halves, measured. Each contrast is a BLEU difference with its 95% interval
+over seeds and test sentences (significance.bleu_difference); compare.py renders them.
+
+A per-side contrast pairs two models that share one half exactly (models.hybrid.halves: the same family and the
+same values of the keys that half reads) and differ in the other half's family: self-attention against
+recurrence (or convolution) in the encoder with the decoder fixed, or in the decoder with the encoder fixed. In an
+encoder x decoder 2 x 2 of self-attention (T) and recurrence (R), with TR the Transformer encoder and the
+recurrent decoder, the encoder's mean gain from self-attention minus the decoder's is
+((TT - RT) + (TR - RR)) / 2 - ((TT - TR) + (RT - RR)) / 2 = TR - RT: Domhan's question and Chen et al.'s meet in
+the one difference between the two hybrids.
+"""
+from __future__ import annotations
+
+from nmtbench.analysis.claims import CAVEAT, FAILS, HOLDS
+from nmtbench.config import CompareConfig
+from nmtbench.evaluation.significance import bleu_difference
+from nmtbench.models.hybrid import halves
+
+TRANSFORMER_FAMILIES = ("transformer", "decoder_only")  # the Transformer variants of the main contrasts
+MECHANISMS = {"transformer": "self-attention", "rnn": "recurrence", "cnn": "convolution"}  # a half's, in this order
+SIDES = ("encoder", "decoder")
+FINDINGS = {
+    "domhan": "Domhan (ACL 2018), How Much Attention Do You Need?: self-attention matters more in the encoder than "
+              "in the decoder, where a recurrent one does about as well",
+    "chen": "Chen et al. (ACL 2018), The Best of Both Worlds (RNMT+): a Transformer encoder with a recurrent decoder "
+            "is the best hybrid",
+}
+
+
+def contrasts(models: dict, blocks: dict[str, dict], baseline: str) -> list[tuple[str, str, str]]:
+    """(question, model, other model) for the main questions the grid can answer; "best" is chosen on val
+    (the final runs' best val BLEU, else their val loss), never on the test sets that score the contrast."""
+    def on_val(name):
+        row = models[name]
+        return row["best_val_bleu"]["mean"] if row["best_val_bleu"] else -row["best_val_loss"]["mean"]
+
+    def best(names):
+        return max(names, key=on_val) if names else None
+
+    models = {name: row for name, row in models.items() if name in blocks}  # outside systems answer no contrast
+    rnns = [name for name in models if blocks[name].get("family") == "rnn"]
+    attention = best([name for name in rnns if blocks[name].get("attention", "none") != "none"])
+    plain = best([name for name in rnns if blocks[name].get("attention", "none") == "none"])
+    transformers = [name for name in models if blocks[name].get("family") in TRANSFORMER_FAMILIES]
+    reference = baseline if baseline in transformers else (transformers[0] if transformers else None)
+    found = [("attention vs none within the RNNs", attention, plain),
+             ("best attention RNN vs best Transformer", attention, best(transformers)),
+             *((f"{name} vs the baseline Transformer", name, reference) for name in transformers if name != reference)]
+    return [(question, a, b) for question, a, b in found if a and b]
+
+
+def side_contrasts(models: dict, blocks: dict[str, dict]) -> list[tuple[str, str, str, str]]:
+    """(side, question, model, other) for every two models of the grid that share one half exactly and differ in
+    the other half's family; model holds the mechanism listed first in MECHANISMS (self-attention first)."""
+    found = {name: found for name in models if name in blocks and (found := halves(blocks[name]))}
+    rows = []
+    for index, side in enumerate(SIDES):
+        fixed = SIDES[1 - index]
+        for a in found:
+            for b in found:
+                (family_a, _), (family_b, _) = found[a][index], found[b][index]
+                if found[a][1 - index] == found[b][1 - index] and list(MECHANISMS).index(family_a) < list(
+                        MECHANISMS).index(family_b):
+                    rows.append((side, f"{side}: {MECHANISMS[family_a]} vs {MECHANISMS[family_b]}, the {fixed} "
+                                       f"fixed ({MECHANISMS[found[a][1 - index][0]]})", a, b))
+    return rows
+
+
+def verdict(models: dict, blocks: dict[str, dict], seeds: list[int], baseline: str, translations: dict,
+            references: dict[str, list[str]], cfg: CompareConfig) -> list[dict]:
+    """Each contrast's BLEU difference with its 95% interval over seeds and test sets, and in words; the per-side
+    contrasts carry their side."""
+    found = [*((None, question, a, b) for question, a, b in contrasts(models, blocks, baseline)),
+             *side_contrasts(models, blocks)]
+    rows = []
+    for side, question, a, b in found:
+        result = difference(a, b, seeds, translations, references, cfg)
+        rows.append({"question": question, "model": a, "other": b, "side": side, **result,
+                     "text": verdict_text(a, b, result)})
+    return rows
+
+
+def difference(a: str, b: str, seeds: list[int], translations: dict, references: dict[str, list[str]],
+               cfg: CompareConfig) -> dict:
+    """BLEU(a) - BLEU(b), paired by seed, with its interval (significance.bleu_difference)."""
+    runs = [[{split: translations[split][name, seed] for split in references} for seed in seeds] for name in (a, b)]
+    return bleu_difference(*runs, references, cfg.bootstrap_resamples, cfg.bootstrap_seed)
+
+
+def verdict_text(a: str, b: str, result: dict) -> str:
+    low, high = result["ci"]
+    said = (f"{a} is better than {b}" if low > 0 else f"{a} is worse than {b}" if high < 0
+            else f"no significant difference between {a} and {b} (the interval holds 0)")
+    return f"{said}: {result['difference']:+.2f} BLEU, 95% CI [{low:.2f}, {high:.2f}]"
+
+
+def two_by_two(blocks: dict[str, dict]) -> dict[str, str] | None:
+    """The models of an encoder x decoder 2 x 2 of self-attention (T) and recurrence (R), keyed TT, TR, RT, RR
+    (encoder first), each half shared exactly where the 2 x 2 says; None where the grid holds none."""
+    found = {name: found for name, block in blocks.items() if (found := halves(block))}
+    for tr, (attending, recurrent) in found.items():
+        for rt, (reading, decoding) in found.items():
+            if (attending[0], recurrent[0], reading[0], decoding[0]) != ("transformer", "rnn", "rnn", "transformer"):
+                continue
+            tt = [name for name, pair in found.items() if pair == (attending, decoding)]
+            rr = [name for name, pair in found.items() if pair == (reading, recurrent)]
+            if tt and rr:
+                return {"TT": tt[0], "TR": tr, "RT": rt, "RR": rr[0]}
+    return None
+
+
+def findings(blocks: dict[str, dict], rows: list[dict], seeds: list[int], translations: dict,
+             references: dict[str, list[str]], cfg: CompareConfig) -> list[dict]:
+    """Domhan's and Chen et al.'s findings against the grid's 2 x 2 (two_by_two), each with the measurement in
+    words and a verdict: holds (the interval of TR - RT above 0), holds with a caveat (above 0, the interval
+    holding 0), or does not hold here. Empty without a 2 x 2."""
+    grid = two_by_two(blocks)
+    if grid is None:
+        return []
+    TT, TR, RT, RR = (grid[key] for key in ("TT", "TR", "RT", "RR"))
+    measured = {(row["model"], row["other"]): row for row in rows if row["side"]}
+    hybrids = difference(TR, RT, seeds, translations, references, cfg)
+    low, high = hybrids["ci"]
+    said = HOLDS if low > 0 else CAVEAT if hybrids["difference"] > 0 else FAILS
+    between = f"{TR} - {RT}: {hybrids['difference']:+.2f} BLEU, 95% CI [{low:.2f}, {high:.2f}]"
+
+    def gain(a, b):
+        return f"{measured[a, b]['difference']:+.2f} [{measured[a, b]['ci'][0]:.2f}, {measured[a, b]['ci'][1]:.2f}]"
+
+    domhan = (f"self-attention over recurrence in the encoder: {gain(TT, RT)} with the self-attention decoder, "
+              f"{gain(TR, RR)} with the recurrent one; in the decoder: {gain(TT, TR)} with the self-attention "
+              f"encoder, {gain(RT, RR)} with the recurrent one. The encoder's mean gain minus the decoder's is "
+              f"{between}")
+    chen = (f"the Transformer encoder with the recurrent decoder against the reverse hybrid, {between}; against "
+            f"the Transformer ({TT}) {0.0 - measured[TT, TR]['difference']:+.2f}, against the recurrent model ({RR}) "
+            f"{measured[TR, RR]['difference']:+.2f}")
+    return [{"finding": FINDINGS["domhan"], "measurement": domhan, "verdict": said, "models": grid},
+            {"finding": FINDINGS["chen"], "measurement": chen, "verdict": said, "models": grid}]
