@@ -346,5 +346,7 @@ class TransformerSeq2Seq(TransformerEncoder, TransformerDecoder):
         self.dropout = Dropout(cfg.dropout)
         self.build_encoder(cfg)
         self.build_decoder(cfg)
+        for norm in ("encoder_norm", "decoder_norm"):  # after both stacks, where the family always listed them: a
+            self._modules[norm] = self._modules.pop(norm)  # saved optimiser state follows the parameters' order
         self.build_output(vocab, cfg.d_model)
         self.initialise()
