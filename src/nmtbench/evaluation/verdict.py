@@ -12,6 +12,8 @@ the one difference between the two hybrids.
 """
 from __future__ import annotations
 
+import itertools
+
 from nmtbench.analysis.claims import CAVEAT, FAILS, HOLDS
 from nmtbench.config import CompareConfig
 from nmtbench.evaluation.significance import bleu_difference
@@ -53,17 +55,16 @@ def contrasts(models: dict, blocks: dict[str, dict], baseline: str) -> list[tupl
 def side_contrasts(models: dict, blocks: dict[str, dict]) -> list[tuple[str, str, str, str]]:
     """(side, question, model, other) for every two models of the grid that share one half exactly and differ in
     the other half's family; model holds the mechanism listed first in MECHANISMS (self-attention first)."""
-    found = {name: found for name in models if name in blocks and (found := halves(blocks[name]))}
-    rows = []
+    found = {name: pair for name in models if name in blocks and (pair := halves(blocks[name]))}
+    order, rows = list(MECHANISMS), []
     for index, side in enumerate(SIDES):
-        fixed = SIDES[1 - index]
-        for a in found:
-            for b in found:
-                (family_a, _), (family_b, _) = found[a][index], found[b][index]
-                if found[a][1 - index] == found[b][1 - index] and list(MECHANISMS).index(family_a) < list(
-                        MECHANISMS).index(family_b):
-                    rows.append((side, f"{side}: {MECHANISMS[family_a]} vs {MECHANISMS[family_b]}, the {fixed} "
-                                       f"fixed ({MECHANISMS[found[a][1 - index][0]]})", a, b))
+        fixed = 1 - index
+        for a, b in itertools.permutations(found, 2):
+            (family_a, _), (family_b, _) = found[a][index], found[b][index]
+            if found[a][fixed] == found[b][fixed] and order.index(family_a) < order.index(family_b):
+                question = (f"{side}: {MECHANISMS[family_a]} vs {MECHANISMS[family_b]}, the {SIDES[fixed]} fixed "
+                            f"({MECHANISMS[found[a][fixed][0]]})")
+                rows.append((side, question, a, b))
     return rows
 
 
@@ -98,7 +99,7 @@ def verdict_text(a: str, b: str, result: dict) -> str:
 def two_by_two(blocks: dict[str, dict]) -> dict[str, str] | None:
     """The models of an encoder x decoder 2 x 2 of self-attention (T) and recurrence (R), keyed TT, TR, RT, RR
     (encoder first), each half shared exactly where the 2 x 2 says; None where the grid holds none."""
-    found = {name: found for name, block in blocks.items() if (found := halves(block))}
+    found = {name: pair for name, block in blocks.items() if (pair := halves(block))}
     for tr, (attending, recurrent) in found.items():
         for rt, (reading, decoding) in found.items():
             if (attending[0], recurrent[0], reading[0], decoding[0]) != ("transformer", "rnn", "rnn", "transformer"):

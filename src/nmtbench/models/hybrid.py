@@ -35,6 +35,8 @@ HALVES = {"rnn": (RNNConfig, RecurrentEncoder, RecurrentDecoder),
           "transformer": (TransformerConfig, TransformerEncoder, TransformerDecoder),
           "cnn": (ConvConfig, ConvEncoder, ConvDecoder)}
 WHOLE = ("tie_embeddings", "dropout")  # the hybrid's own keys, not a half's
+
+
 class HybridConfig(ModelConfig):
     encoder: dict = {}  # a block of family rnn, transformer or cnn: the encoder half's keys
     decoder: dict = {}
@@ -42,7 +44,7 @@ class HybridConfig(ModelConfig):
 
     def half(self, side: str, where: str = "models.hybrid") -> Block:
         """The typed config of the encoder or decoder half, refused in one line where it cannot be one."""
-        block, whole, where = dict(getattr(self, side)), where, f"{where}.{side}"
+        block, model, where = dict(getattr(self, side)), where, f"{where}.{side}"
         family = block.pop("family", None)
         if family == "decoder_only":
             raise ConfigError(f"{where}.family: decoder_only has no separate encoder and decoder (the source is the "
@@ -53,7 +55,7 @@ class HybridConfig(ModelConfig):
         read = half_cls.decoder_keys if side == "decoder" else half_cls.encoder_keys
         for key in sorted(block):
             if key in WHOLE:
-                raise ConfigError(f"{where}.{key}: set once for the whole model, as {whole}.{key}; remove it here")
+                raise ConfigError(f"{where}.{key}: set once for the whole model, as {model}.{key}; remove it here")
             if key not in read:
                 raise ConfigError(f"{where}.{key}: not a key of the {family} family's {side}; remove it (it reads "
                                   f"{', '.join(read)})")
@@ -78,9 +80,8 @@ class HybridConfig(ModelConfig):
         if widths[0] != widths[1] and self.tie_embeddings in (None, *SHARED_EMBEDDING):
             tie = self.tie_embeddings or "unset (all, with one joint vocabulary)"
             raise ConfigError(f"{where}.tie_embeddings: {tie} makes the source and the target embedding one matrix, "
-                              "but the encoder reads "
-                              f"{widths[0]}-wide embeddings and the decoder {widths[1]}-wide; give both halves one "
-                              "width, or set tie_embeddings: target_output or none")
+                              f"but the encoder reads {widths[0]}-wide embeddings and the decoder {widths[1]}-wide; "
+                              "give both halves one width, or set tie_embeddings: target_output or none")
 
 
 class HybridSeq2Seq(VocabularySeq2Seq):
