@@ -12,7 +12,8 @@ from helpers.models import make_tiny_model
 from nmtbench.config import ConfigError, DecodeConfig, from_dict, resolve_device
 from nmtbench.decoding.translator import Translator
 
-FAMILIES = ["transformer_post", "lstm_general", "gru_additive_2layers", "decoder_only", "cnn"]
+FAMILIES = ["transformer_post", "lstm_general", "gru_additive_2layers", "decoder_only", "cnn", "hybrid_transformer_cnn",
+            "hybrid_gru_transformer_source_target"]
 
 
 @pytest.mark.parametrize("setting, gpu, expected", [

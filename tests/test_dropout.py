@@ -90,7 +90,7 @@ def test_attention_dropout_drops_weights_and_keeps_their_scale():
 def every_family_with_dropout():
     # one variant of each family, dropout on; the recurrent one with one layer (see the next test)
     names = ["lstm_additive", "transformer_relative", "transformer_sparse", "transformer_linformer",
-             "decoder_only", "cnn", "own_bag_gru"]
+             "decoder_only", "cnn", "own_bag_gru", "hybrid_transformer_rnn", "hybrid_rnn_transformer"]
     return {name: {**TINY_VARIANTS[name], "dropout": 0.3} for name in names}
 
 
