@@ -205,8 +205,17 @@ def test_smoke_tunes_every_model_equally_trains_the_winners_and_gives_a_verdict(
         assert {key: logged["config"][key] for key in expected} == expected
     transformers = [name for name, block in params.models.items()
                     if block["family"] in ("transformer", "decoder_only") and name != params.compare.baseline]
-    assert [row["question"] for row in comparison["verdict"]] == [
+    assert [row["question"] for row in comparison["verdict"] if row["side"] is None] == [
         "attention vs none within the RNNs", "best attention RNN vs best Transformer",
         *(f"{name} vs the baseline Transformer" for name in transformers)]
+    # the encoder x decoder 2 x 2 of transformer, lstm_attention_general and the two hybrids, read per side
+    sides = [(row["side"], row["model"], row["other"]) for row in comparison["verdict"] if row["side"]]
+    assert {("encoder", "transformer", "hybrid_lstm_transformer"),
+            ("encoder", "hybrid_transformer_lstm", "lstm_attention_general"),
+            ("decoder", "transformer", "hybrid_transformer_lstm"),
+            ("decoder", "hybrid_lstm_transformer", "lstm_attention_general")} <= set(sides)
+    assert [row["models"] for row in comparison["findings"]] == [
+        {"TT": "transformer", "TR": "hybrid_transformer_lstm", "RT": "hybrid_lstm_transformer",
+         "RR": "lstm_attention_general"}] * 2
     table = (workspace / "results/comparison.md").read_text()
     assert "## Tuning on validation" in table and table.index("## Tuning on validation") < table.index("## Verdict")
