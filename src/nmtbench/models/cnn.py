@@ -68,7 +68,8 @@ class ConvEncoder(ConvPart):
     the family always named them, so a whole ConvSeq2Seq keeps its checkpoint keys and a hybrid
     (models/hybrid.py) takes this half alone."""
 
-    encoder_keys = ("embed_dim", "channels", "encoder_layers", "kernel", "max_positions")  # what a hybrid's reads
+    # the keys of its config this half reads: all that a hybrid's encoder block may set
+    encoder_keys = ("embed_dim", "channels", "encoder_layers", "kernel", "max_positions")
 
     @staticmethod
     def source_width(cfg: ConvConfig) -> int:
@@ -101,6 +102,7 @@ class ConvDecoder(ConvPart):
     """The decoder half: causal gated convolutions, each layer attending to the encoder's states. After another
     family's encoder, which has no z + e, the values are the states themselves."""
 
+    # the keys of its config this half reads: all that a hybrid's decoder block may set
     decoder_keys = ("embed_dim", "channels", "decoder_layers", "kernel", "max_positions")
 
     @staticmethod

@@ -61,7 +61,8 @@ class RecurrentEncoder(VocabularySeq2Seq):
     attributes, named as the family always named them, so a whole RNNSeq2Seq keeps its checkpoint keys and a
     hybrid (models/hybrid.py) takes this half alone."""
 
-    encoder_keys = ("cell", "bidirectional", "layers", "embed_dim", "hidden_dim")  # what a hybrid's encoder reads
+    # the keys of its config this half reads: all that a hybrid's encoder block may set
+    encoder_keys = ("cell", "bidirectional", "layers", "embed_dim", "hidden_dim")
 
     @staticmethod
     def source_width(cfg: RNNConfig) -> int:
@@ -103,6 +104,7 @@ class RecurrentDecoder(VocabularySeq2Seq):
     docstring). It starts from the encoder's final state where the memory has one (a recurrent encoder of the same
     family), else from zeros and reads the source through its attention alone."""
 
+    # the keys of its config this half reads: all that a hybrid's decoder block may set
     decoder_keys = ("cell", "layers", "embed_dim", "hidden_dim", "attention", "attention_rank", "input_feeding",
                     "attentional_dim")
 

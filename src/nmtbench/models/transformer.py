@@ -238,9 +238,10 @@ class TransformerEncoder(TransformerPart):
     model's own attributes, named as the family always named them, so a whole TransformerSeq2Seq keeps its
     checkpoint keys and a hybrid (models/hybrid.py) takes this half alone."""
 
+    # the keys of its config this half reads: all that a hybrid's encoder block may set
     encoder_keys = ("norm", "positions", "d_model", "heads", "layers", "d_ff", "max_positions", "relative_clip",
                     "self_attention", "linformer_k", "linformer_sharing", "window", "global_tokens",
-                    "random_blocks", "block_size")  # what a hybrid's encoder reads
+                    "random_blocks", "block_size")
 
     @staticmethod
     def source_width(cfg: TransformerConfig) -> int:
@@ -280,6 +281,7 @@ class TransformerEncoder(TransformerPart):
 class TransformerDecoder(TransformerPart):
     """The decoder half: causal self-attention, attention to the encoder's states, feed-forward, per layer."""
 
+    # the keys of its config this half reads: all that a hybrid's decoder block may set
     decoder_keys = ("norm", "positions", "d_model", "heads", "layers", "d_ff", "max_positions", "relative_clip")
 
     @staticmethod
