@@ -17,6 +17,14 @@ def test_the_built_model_has_the_width():
     assert model.embed.embedding_dim == 8 and model.decoder.hidden_size == 16
 
 
+def test_a_hybrids_halves_are_sized_too():
+    block = {"family": "hybrid", "encoder": {"family": "transformer", "d_model": "d", "d_ff": "4d", "heads": 2},
+             "decoder": {"family": "rnn", "embed_dim": "d", "hidden_dim": "2d", "attention": "general"}}
+    model = build_at_width("h", block, 8, Vocab.of(20))
+    assert model.encoder_layers[0].ff[0].out_features == 32 and model.decoder.hidden_size == 16
+    assert model.memory_projection.in_features == 8
+
+
 def test_a_block_that_is_not_a_mapping_is_refused():
     with pytest.raises(ConfigError, match="analyze.models.x"):
         at_width("x", "d", 8)

@@ -13,13 +13,15 @@ MULTIPLE_OF_D = re.compile(r"(\d*)d")
 
 
 def at_width(name: str, block: dict, width: int) -> dict:
-    """The block with every `<k>d` value replaced by k * width; other values are kept as written."""
+    """The block with every `<k>d` value replaced by k * width, a hybrid's halves' too; other values are kept as
+    written."""
     if not isinstance(block, dict):
         raise ConfigError(f"analyze.models.{name}: expected a model block like those of models:, got {block!r}")
     sized = {}
     for key, value in block.items():
         match = MULTIPLE_OF_D.fullmatch(value) if isinstance(value, str) else None
-        sized[key] = int(match.group(1) or 1) * width if match else value
+        sized[key] = (at_width(name, value, width) if isinstance(value, dict) else
+                      int(match.group(1) or 1) * width if match else value)
     return sized
 
 
