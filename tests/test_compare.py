@@ -5,7 +5,7 @@ import statistics
 import pytest
 import yaml
 
-from nmtbench.config import BudgetConfig, CompareConfig, ConfigError
+from nmtbench.config import BudgetConfig, CompareConfig, ConfigError, PublishedFigure, parse_params
 from nmtbench.evaluation.compare import bucket_labels, bucket_of, compare
 from nmtbench.evaluation.scoring import bleu, score
 from nmtbench.evaluation.significance import paired_bootstrap
@@ -467,6 +467,38 @@ def test_the_published_convention_bleu_is_shown_when_every_run_has_it(tmp_path):
     assert f"{SPLIT} BLEU lc tok |" in table and "BLEU lc tok: lowercased on Moses-tokenized text" in table
     (tmp_path / "results" / "comparison.json").unlink()
     assert "bleu_lc_tok" not in run_compare(tmp_path, [1], cfg)["signatures"]  # an outside system, no language given
+
+
+def test_published_figures_stand_beside_our_bleu_lc_tok_with_the_difference(tmp_path):
+    for (name, seed), hypotheses in OUTPUTS.items():
+        write_run(tmp_path, name, seed, hypotheses, lang="de")
+    figure = PublishedFigure(bleu=41.02, split=SPLIT, source="Wu et al. 2021")
+    cfg = CFG.model_copy(update={"published": {"transformer": figure}})
+    result = compare(["transformer", "rnn"], [1, 2], cfg, {SPLIT: {"src": SOURCES, "tgt": REFERENCES}}, tmp_path,
+                     lang="de")
+    ours = [score(OUTPUTS["transformer", seed], REFERENCES, "de")["bleu_lc_tok"] for seed in (1, 2)]
+    row = result["published"]["transformer"]
+    assert row == {"split": SPLIT, "published": 41.02, "source": "Wu et al. 2021",
+                   "ours": result["models"]["transformer"][SPLIT]["bleu_lc_tok"],
+                   "difference": round(round(statistics.mean(ours), 4) - 41.02, 2)}
+    assert row["ours"]["per_seed"] == {"1": ours[0], "2": ours[1]}
+    table = (tmp_path / "results" / "comparison.md").read_text()
+    assert (f"| transformer | {SPLIT} | {statistics.mean(ours):.2f} ± {statistics.stdev(ours):.2f} | 41.02 | "
+            f"{row['difference']:+.2f} | Wu et al. 2021 |") in table
+
+
+@pytest.mark.parametrize("published, error", [
+    ({"gpt": {"bleu": 41.0, "split": SPLIT, "source": "x"}},
+     r"^compare\.published: 'gpt' is not valid; choose one of rnn, gru"),
+    ({"transformer": {"bleu": 41.0, "split": "test_2018", "source": "x"}},
+     r"^compare\.published\.transformer\.split: 'test_2018' is not valid; choose one of test_2016_flickr, "
+     "test_2017_flickr$"),
+    ({"transformer": {"bleu": 141.0, "split": SPLIT, "source": "x"}}, r"^compare\.published\.bleu: "),
+])
+def test_a_published_figure_must_name_a_model_and_a_test_set(published, error):
+    raw = yaml.safe_load(open("params.yaml"))
+    with pytest.raises(ConfigError, match=error):
+        parse_params({**raw, "compare": {**raw["compare"], "published": published}})
 
 
 def test_bleu_json_holds_each_models_bleu_for_dvc(root):

@@ -384,6 +384,14 @@ class AnalyzeConfig(Block):
         return self
 
 
+class PublishedFigure(Block):
+    """A model's score as its paper reports it: lowercased tokenized BLEU (multi-bleu.perl) on one test set."""
+    where: ClassVar[str] = "compare.published"
+    bleu: float = Field(ge=0, le=100)
+    split: str = Field(min_length=1)  # one of data.eval_splits
+    source: str = Field(min_length=1)  # who reports it, and where
+
+
 class CompareConfig(Block):
     where: ClassVar[str] = "compare"
     baseline: str | None = None  # a name from models; null: the first model
@@ -398,6 +406,8 @@ class CompareConfig(Block):
     external: dict[str, dict[str, str]] = Field(
         {}, description="expected system name -> {{test split: hypothesis file}}, e.g. "
                         "{{joeynmt: {{test_2016_flickr: systems/joeynmt/test_2016_flickr.de}}}}, got {value!r}")
+    # the papers' own figures, shown beside the models' BLEU lc tok: model name -> {bleu, split, source}
+    published: dict[str, PublishedFigure] = {}
 
 
 class TrialBudgetConfig(BudgetConfig):
@@ -549,6 +559,9 @@ class Params(Block):
         if self.beam_sweep.seed not in self.seeds:
             raise ConfigError(f"beam_sweep.seed: {self.beam_sweep.seed} is not in seeds {self.seeds}; "
                               "choose one of them")
+        for name, figure in self.compare.published.items():
+            choice("compare.published", name, self.models)
+            choice(f"compare.published.{name}.split", figure.split, self.data.eval_splits)
         for name, files in self.compare.external.items():
             where = f"compare.external.{name}"
             if name in self.models:

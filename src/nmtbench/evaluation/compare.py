@@ -24,6 +24,7 @@ import yaml
 
 from nmtbench.config import BudgetConfig, CompareConfig, ConfigError
 from nmtbench.evaluation.headline import BLEU_METRICS, bleu_metrics
+from nmtbench.evaluation.published import beside_published, published_table
 from nmtbench.evaluation.scoring import PUBLISHED, SCORES, bleu, score
 from nmtbench.evaluation.significance import paired_bootstrap
 from nmtbench.evaluation.tables import Table, visible
@@ -117,6 +118,8 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
         references = {split: list(test_sets[split]["tgt"]) for split in splits}
         comparison["verdict"] = verdict(models, blocks, seeds, baseline, translations, references, cfg)
         comparison["findings"] = findings(blocks, comparison["verdict"], seeds, translations, references, cfg)
+    if cfg.published:
+        comparison["published"] = beside_published(models, cfg.published)
     comparison["provenance"] = {"compare": stamp(started), **stamps}
     write_flops_curves(runs, Path(root) / RESULTS / "flops_curves.csv")
     write_json(Path(root) / RESULTS / "comparison.json", comparison)
@@ -333,6 +336,10 @@ def markdown(comparison: dict) -> str:
     if comparison.get("tuning"):
         lines += ["", "## Tuning on validation", "", tuning_table(comparison).markdown(), "",
                   *(f"- {note}" for note in tuning_notes(comparison))]
+    if comparison.get("published"):
+        lines += ["", "## Beside the published figures", "", published_table(comparison["published"], _cell).markdown(),
+                  "", "- Published: lowercased BLEU on Moses tokens as each paper reports it (quoted, not recomputed); "
+                  "ours: BLEU lc tok of the same test set (docs/evaluation.md)."]
     if comparison.get("verdict") is not None:
         lines += ["", "## Verdict", "", *(f"- {line}" for line in verdict_lines(comparison))]
     if comparison.get("across_compute"):
