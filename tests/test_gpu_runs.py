@@ -85,6 +85,15 @@ def test_the_rehearsal_runs_the_gpu_profiles_on_the_cpu_at_smoke_sizes():
     assert params.models["transformer"]["d_model"] == 32 and list(params.models) == GRID
 
 
+def test_a_grid_of_some_models_compares_them_alone_and_keeps_its_baseline():
+    merged = gpu_runs.merged_params([PROFILES / "gpu.yaml", PROFILES / "gpu_converge.yaml"], [])
+    assert list(gpu_runs.only_models(merged, ["cnn", "transformer"])["models"]) == ["cnn", "transformer"]
+    with pytest.raises(ValueError, match="not a model of params.yaml"):  # beam_sweep.model, compare.baseline
+        gpu_runs.only_models(merged, ["cnn"])
+    with pytest.raises(SystemExit, match="nonesuch"):
+        gpu_runs.only_models(merged, ["transformer", "nonesuch"])
+
+
 def test_a_corpus_tokenized_with_other_params_is_refused(tmp_path):
     merged = yaml.safe_load((ROOT / "params.yaml").read_text())
     recorded = tmp_path / "params.json"
@@ -121,7 +130,8 @@ def pipeline_outputs(models: list[str], seed: int) -> list[str]:
 
 
 @pytest.mark.slow
-def test_a_grid_run_writes_every_output_the_pipeline_declares(tmp_path, monkeypatch, make_data_mirror):
+def test_a_probe_then_a_grid_packed_as_it_chose_writes_every_output_the_pipeline_declares(tmp_path, monkeypatch,
+                                                                                         make_data_mirror):
     from helpers.project import TRAINED_MODELS, write_tiny_project
 
     project = tmp_path / "project"
@@ -132,13 +142,19 @@ def test_a_grid_run_writes_every_output_the_pipeline_declares(tmp_path, monkeypa
     monkeypatch.setattr(gpu_runs, "ROOT", project)  # the tiny project's params.yaml is the base
     profile = tmp_path / "profile.yaml"
     profile.write_text("seeds: [3]\nbeam_sweep: {seed: 3}\n")
+    tokenized = str(project / "data" / "tokenized")
+    assert gpu_runs.main(["probe", str(tmp_path / "probe"), "--profile", str(profile), "--tokenized", tokenized,
+                          "--levels", "1", "2", "--train-seconds", "5", "--model", "tiny"]) == 0
+    probe = json.loads((tmp_path / "probe" / "probe.json").read_text())
+    assert set(probe["levels"]) == {"1", "2"} and probe["levels"]["2"]["per_job_tokens_per_s"][1] > 0
     workspace = tmp_path / "grid"
-    code = gpu_runs.main(["grid", str(workspace), "--profile", str(profile), "--tokenized",
-                          str(project / "data" / "tokenized"), "--seconds", "400", "--jobs", "2"])
+    code = gpu_runs.main(["grid", str(workspace), "--profile", str(profile), "--tokenized", tokenized,
+                          "--seconds", "400", "--jobs-from", str(tmp_path / "probe" / "probe.json")])
     assert code == 0
     missing = [path for path in pipeline_outputs(list(TRAINED_MODELS), 3) if not (workspace / path).exists()]
     assert missing == []
     summary = json.loads((workspace / "gpu_runs.json").read_text())
-    assert summary["all_ok"] and summary["jobs"] == 2 and [r["model"] for r in summary["runs"]] == list(TRAINED_MODELS)
+    assert summary["all_ok"] and summary["jobs"] == probe["chosen_jobs"]
+    assert [r["model"] for r in summary["runs"]] == list(TRAINED_MODELS)
     assert all(r["test_2016_flickr"]["bleu"] is not None for r in summary["runs"])
     assert (workspace / "logs" / "train@tiny-3.log").is_file()

@@ -76,6 +76,17 @@ def merged_params(profiles: list[Path], settings: list, tiny_models: Path | None
     return merged
 
 
+def only_models(merged: dict, names: list[str]) -> dict:
+    """merged with these models alone, so compare and report cover just them; refused at once when one is not
+    there or compare.baseline (or beam_sweep.model) is not among them."""
+    unknown = [name for name in names if name not in merged["models"]]
+    if unknown:
+        sys.exit(f"gpu_runs: --models: {', '.join(unknown)} not in the merged params' models")
+    kept = {**merged, "models": {name: merged["models"][name] for name in names}}
+    parse_params(kept)
+    return kept
+
+
 def make_workspace(folder: Path, merged: dict, tokenized: Path) -> None:
     """folder as `nmtbench workspace` makes it, but without git and dvc: the merged params.yaml, the outside
     systems compare reads, and the carried tokenized corpus."""
@@ -195,10 +206,25 @@ def train_row(folder: Path, model: str, seed: int) -> dict:
     return row
 
 
+def summary_table(summary: dict) -> str:
+    """The runs one line each (BLEU and BLEU lc tok per test set), then how they ran: what summary.txt shows."""
+    lines = ["model seed: steps epochs train_s target_tok/s best_val_bleu | per test set: BLEU / BLEU lc tok"]
+    for row in summary["runs"]:
+        scores = [f"{split} {found['bleu']} / {found['bleu_lc_tok']}" for split, found in row.items()
+                  if isinstance(found, dict)]
+        lines.append(f"{row['model']} {row['seed']}: {row['steps']} {row['epochs']} {row['train_seconds']} "
+                     f"{row['train_tokens_per_s']} {row['best_val_bleu']} | {'; '.join(scores) or 'not evaluated'}")
+    lines.append(f"{summary['jobs']} at once, {summary['train_budget_seconds']} s of training each, GPU peak "
+                 f"{summary['gpu_peak_memory_mib']} MiB, {summary['wall_seconds']} s, all ok: {summary['all_ok']}")
+    return "\n".join(lines)
+
+
 def grid(args) -> int:
     started = time.monotonic()
     params = merged_params(args.profile, args.set, args.tiny_models)
-    models = args.models or list(params["models"])
+    if args.models:
+        params = only_models(params, args.models)
+    models = list(params["models"])
     runs = [(model, seed) for model in models for seed in params.get("seeds", [42])]
     jobs = args.jobs or (choose_jobs(read_probe(args.jobs_from)) if args.jobs_from else len(runs))
     jobs = min(jobs, len(runs))
@@ -217,7 +243,7 @@ def grid(args) -> int:
     summary = {"runs": rows, "jobs": jobs, "train_budget_seconds": budget, "gpu_peak_memory_mib": memory.peak_mib,
                "wall_seconds": round(time.monotonic() - started, 1), "all_ok": all(ok)}
     (args.folder / "gpu_runs.json").write_text(json.dumps(summary, indent=1) + "\n")
-    print(json.dumps(summary, indent=1))
+    print(summary_table(summary))
     if finished:
         print((args.folder / "results" / "comparison.md").read_text().split("\n\n")[0])
     return 0 if all(ok) else 1
@@ -229,28 +255,28 @@ def read_probe(path: Path) -> dict[int, dict]:
 
 def probe(args) -> int:
     """--levels trainings of one model at once, each level in its own workspace, for --train-seconds each:
-    target tokens/s per job and for the GPU, and the GPU's peak memory, then the number of jobs to pack."""
-    levels = {}
+    target tokens/s per job and for the GPU, and the GPU's peak memory, then the number of jobs to pack.
+    probe.json is rewritten after each level, so a probe cut short still tells the grid what it measured."""
+    found = {"model": args.model, "train_seconds": args.train_seconds, "levels": {}}
     for jobs in args.levels:
         folder = args.folder / f"jobs{jobs}"
-        settings = [*args.set, (["seeds"], list(range(1, jobs + 1))),
+        settings = [*args.set, (["seeds"], list(range(1, jobs + 1))), (["beam_sweep", "seed"], 1),
                     (["train", "budget"], {"kind": "time", "value": args.train_seconds})]
         make_workspace(folder, merged_params(args.profile, settings, args.tiny_models), args.tokenized)
         runs = [(args.model, seed) for seed in range(1, jobs + 1)]
         started = time.monotonic()
-        with GpuMemory(folder) as memory:
-            ok = run_chains(folder, runs, jobs, started + args.train_seconds + args.startup_seconds * 3, False)
+        with GpuMemory(folder) as memory:  # a training's start, its budget and the validation that ends it
+            ok = run_chains(folder, runs, jobs, started + args.train_seconds + 2 * args.startup_seconds, False)
         rates = [train_row(folder, *run)["train_tokens_per_s"] or 0 for run in runs]
-        levels[jobs] = {"per_job_tokens_per_s": rates, "total_tokens_per_s": round(sum(rates), 1),
-                        "gpu_peak_memory_mib": memory.peak_mib, "all_ok": all(ok),
-                        "wall_seconds": round(time.monotonic() - started, 1)}
+        found["levels"][jobs] = {"per_job_tokens_per_s": rates, "total_tokens_per_s": round(sum(rates), 1),
+                                 "gpu_peak_memory_mib": memory.peak_mib, "all_ok": all(ok),
+                                 "wall_seconds": round(time.monotonic() - started, 1)}
+        found["chosen_jobs"] = choose_jobs(found["levels"])
+        (args.folder / "probe.json").write_text(json.dumps(found, indent=1) + "\n")
         print(f"  {jobs} at once: {sum(rates):,.0f} target tokens/s in all, peak GPU memory "
               f"{memory.peak_mib} MiB", flush=True)
-    found = {"model": args.model, "train_seconds": args.train_seconds, "levels": levels,
-             "chosen_jobs": choose_jobs(levels)}
-    (args.folder / "probe.json").write_text(json.dumps(found, indent=1) + "\n")
     print(f"jobs per GPU chosen: {found['chosen_jobs']}")
-    return 0 if all(level["all_ok"] for level in levels.values()) else 1
+    return 0 if all(level["all_ok"] for level in found["levels"].values()) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -268,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
                              "(the CPU rehearsal: profiles/smoke.yaml)")
     grid_command, probe_command = commands.choices["grid"], commands.choices["probe"]
     grid_command.add_argument("--seconds", type=float, required=True, help="the whole run's wall time")
-    grid_command.add_argument("--models", nargs="*", help="default: every model of the merged params")
+    grid_command.add_argument("--models", nargs="*", help="only these models of the merged params (default: all)")
     grid_command.add_argument("--jobs", type=int, help="trainings at once (default: every run at once)")
     grid_command.add_argument("--jobs-from", type=Path, help="a probe.json: its chosen number of jobs")
     grid_command.add_argument("--evaluate-seconds", type=float, default=EVALUATE_SECONDS,
