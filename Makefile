@@ -11,7 +11,8 @@ JOBS ?=
 export JOBS
 
 .DEFAULT_GOAL := help
-.PHONY: smoke lint test chromium postgresql test-fast test-gpu bench-decode bench-train bench-data clean-smoke
+.PHONY: smoke lint test chromium postgresql test-fast test-gpu gpu-bundle gpu-check gpu-rehearse bench-decode bench-train \
+  bench-data clean-smoke
 
 smoke: $(VENV)/.installed ## the whole pipeline on tiny settings in runs/smoke, leaving your outputs alone (PROFILES=..., JOBS=N)
 	nmtbench workspace $(SMOKE_DIR) $(foreach profile,$(PROFILES) profiles/smoke.yaml,--profile $(profile))
@@ -52,6 +53,20 @@ test-fast: $(VENV)/.installed ## unit tests only (skips tests marked slow)
 test-gpu: $(VENV)/.installed ## the GPU lane: tests marked gpu (bf16 training, GPU = CPU decoding, resume, ddp); needs CUDA
 	@python -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else "make test-gpu: torch finds no CUDA GPU; run it on a machine with one and a CUDA build of torch")'
 	python -m pytest -m gpu
+
+# The first GPU run (docs/gpu.md): the carried folder, the script that runs on a GPU machine without network, and
+# its rehearsal here. gpu-check needs no .venv: it runs under the GPU machine's own python3 (bash tools/gpu_check.sh
+# does the same where make is missing).
+gpu-bundle: $(VENV)/.installed ## the carried folder .gpu-bundle for a GPU machine without network: wheels, the project, tokenized corpora
+	dvc repro tokenize
+	python tools/gpu_bundle.py
+
+gpu-check: ## on a GPU machine without network: install .gpu-bundle, pytest -m gpu, then the GPU runs, each timed, all into the folder OUT
+	tools/gpu_check.sh
+
+# make gpu-check end to end on this CPU at tiny sizes, under the GPU machine's Python and torch (docs/gpu.md)
+gpu-rehearse: gpu-bundle
+	tools/gpu_rehearse.sh
 
 bench-decode: $(VENV)/.installed ## decoding speed of every trained model at beam 1 and 5 (after make repro)
 	python benchmarks/decode_speed.py
