@@ -18,6 +18,8 @@ set -uo pipefail  # not -e: one part failing must leave the others their turn
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 PY=${PYTHON:-python3}
+# the checkout's code runs, not the carried wheel's copy of it: a fix made between two calls needs no new folder
+export PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}"
 BUNDLE=${GPU_BUNDLE:-$ROOT/.gpu-bundle}
 WORK=${GPU_CHECK_WORK:-$ROOT/runs/gpu-check}  # each part's folder, packed into $OUT when it ends
 OUT=${OUT:-$WORK/out}
@@ -85,7 +87,8 @@ install_carried() {
     || { echo "setup: pip could not meet every requirement with the machine's versions; installing the carried" \
               "wheels of what the machine lacks, without their dependencies"
          installed_against_carried missing | xargs "$PY" -m pip install --no-index --no-deps; }
-  # the project, without dependencies: its pins (a CPU torch among them) are this checkout's, not the machine's
+  # the project, without dependencies: its pins (a CPU torch among them) are this checkout's, not the machine's;
+  # it gives the package's metadata, while PYTHONPATH puts the checkout's src first
   "$PY" -m pip install --no-index --no-deps --force-reinstall "$BUNDLE"/wheels/nmtbench-*.whl
 }
 
@@ -97,6 +100,7 @@ names = ["torch", "lightning", "pydantic", "datasets", "optuna", "sacremoses", "
          "pyarrow", "nmtbench"]
 print("versions: " + ", ".join(f"{name} {metadata.version(name)}" for name in names))
 import nmtbench.cli, nmtbench.training.train, nmtbench.evaluation.evaluate, nmtbench.evaluation.compare  # noqa
+print(f"nmtbench code from {nmtbench.__path__[0]}")
 if sys.argv[1] == "1":
     print("CPU rehearsal: no GPU checked")
     sys.exit()
@@ -172,7 +176,7 @@ for part in "${PARTS[@]}"; do
        tail -n 15 "$WORK/$part/part.log" | sed 's/^/    /' | tee -a "$SUMMARY" ;;
   esac
   # the lines that matter: versions and GPU, the tests' count, each run's scores and any stage that failed
-  grep -E "^(versions|GPU|CPU rehearsal)|passed|failed|FAILED|skipped|error|jobs per GPU|at once|[0-9]: .*\|" \
+  grep -E "^(versions|nmtbench code|GPU|CPU rehearsal)|passed|failed|FAILED|skipped|error|jobs per GPU|at once|[0-9]: .*\|" \
     "$WORK/$part/part.log" | grep -v "^  done" | tail -n 25 | sed 's/^/    /' >>"$SUMMARY"
   pack "$part"
   if [ "$part" = setup ] && [ "$status" != 0 ]; then
