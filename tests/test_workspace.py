@@ -104,6 +104,6 @@ def test_a_recipe_grid_sized_by_the_smoke_profile_is_refused_before_any_folder(t
     argv = ["--params", str(ROOT / "params.yaml"), "workspace", str(tmp_path / "ws"),
             "--profile", str(ROOT / "profiles/wmt14_ende.yaml"), "--profile", str(ROOT / "profiles/smoke.yaml")]
     assert main(argv) == 2
-    assert capsys.readouterr().err == ("nmtbench workspace: error: models.rnn: missing 'family'; "
-                                       "choose one of rnn, transformer, decoder_only, cnn or package.module:Class\n")
+    assert capsys.readouterr().err == ("nmtbench workspace: error: models.rnn: missing 'family'; choose one of "
+                                       "rnn, transformer, decoder_only, cnn, hybrid or package.module:Class\n")
     assert not (tmp_path / "ws").exists()
