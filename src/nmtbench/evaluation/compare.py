@@ -402,7 +402,11 @@ def comparison_notes(comparison: dict) -> list[str]:
             + (" in every seed" if several else "") + ".",
             *(["(external): an outside system's translations (compare.external), scored and tested the same way; "
                "it has no size, cost or training of ours to show."]
-              if any(row.get("external") for row in comparison["models"].values()) else [])]
+              if any(row.get("external") for row in comparison["models"].values()) else []),
+            *(["The papers' setting (data.preprocess moses_lowercase): every score is of lowercased Moses tokens as "
+               "the models write them, so BLEU and BLEU lc coincide and BLEU lc tok is multi-bleu.perl's figure "
+               "(signatures `moses-lc-text:`)."]
+              if comparison["signatures"]["bleu"][0].startswith("moses-lc-text:") else [])]
 
 
 def length_table(comparison: dict, split: str) -> Table:
