@@ -336,6 +336,22 @@ def test_a_hybrid_holds_its_halves_layers_as_their_families_name_them():
         assert isinstance(hybrid.memory_projection, torch.nn.Linear) == projected, name
 
 
+def test_every_half_reads_embeddings_at_its_own_familys_scale():
+    """A Transformer half reads its std width^-0.5 matrix times sqrt(width); the other half of a hybrid with one
+    reads the same matrix at the same unit scale, the scale its own family's N(0, 1) embeddings have."""
+    vocab = Vocab(source=4000, target=4000, joint=True, pad_id=PAD)
+    tokens = torch.arange(4, 4000)[None]  # (1, 3996): every piece but the special ones
+    for (encoder, decoder), pair in PAIRS.items():
+        block = {"family": "hybrid", "encoder": ENCODERS[encoder],
+                 "decoder": DECODERS[decoder], "tie_embeddings": "none"}
+        torch.manual_seed(0)
+        model = build_model("hybrid", block, vocab)
+        for side, family in (("source", encoder), ("target", decoder)):
+            read = getattr(model, f"embed_{side}")(tokens)
+            scale = read.size(-1) ** 0.5 if family == "transformer" else 1.0  # its own half's factor
+            assert abs(float((read * scale).std()) - 1.0) < 0.05, (pair.__name__, side)
+
+
 def test_every_encoder_with_every_decoder_is_a_tested_variant():
     """The diagonal pairs are the families themselves; the others are hybrids, each in TINY_VARIANTS."""
     pairs = {(block["encoder"]["family"], block["decoder"]["family"]) for block in TINY_VARIANTS.values()

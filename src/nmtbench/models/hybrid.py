@@ -17,10 +17,14 @@ convolutional decoder's embed_dim). Equal widths pass unchanged; otherwise one l
 decoder after another family's encoder starts from zeros (it has no final state to take) and reads the source
 through its attention, so attention none is refused for it; a convolutional decoder uses the states as its
 attention's keys and values (ConvS2S's values add the source embeddings, which only its own encoder keeps).
-Where either half is a Transformer, every vocabulary matrix is drawn as the Transformers draw theirs.
+Where either half is a Transformer, every vocabulary matrix is drawn as the Transformers draw theirs, and the
+other half reads it times sqrt(width), at the unit scale of its own family's embeddings.
 """
 from __future__ import annotations
 
+import math
+
+import torch
 from torch import nn
 
 from nmtbench.config import Block, ConfigError, choice, from_dict
@@ -111,17 +115,35 @@ class HybridSeq2Seq(VocabularySeq2Seq):
         states = super().encode(src, src_mask)["enc"]  # (B, S, W_enc)
         return {"enc": self.memory_projection(states)}
 
+    # The side whose half is not a Transformer's, in a pair with one: the vocabulary matrices are drawn the
+    # Transformer's way (std width^-0.5, which its half reads times sqrt(width)), so this half reads them times
+    # sqrt(width) too and sees unit-variance embeddings, as its own family draws them (N(0, 1)). Read as drawn, its
+    # inputs were 16 times smaller at width 256, and the grid's hybrids learned far slower than either parent
+    # (5.5 and 18.3 BLEU against 25.1 and 27.3 at the default budget: docs/results/2026-11-26-halves-cpu.md).
+    rescaled: str | None = None
+
+    def embed_source(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = super().embed_source(tokens)  # (B, S, E)
+        return x * math.sqrt(x.size(-1)) if self.rescaled == "source" else x
+
+    def embed_target(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = super().embed_target(tokens)  # (B, T, E)
+        return x * math.sqrt(x.size(-1)) if self.rescaled == "target" else x
+
 
 class TransformerRecurrent(HybridSeq2Seq, TransformerEncoder, RecurrentDecoder):
     """Self-attention encoder, recurrent decoder: RNMT+'s best hybrid (Chen et al. 2018)."""
+    rescaled = "target"
 
 
 class TransformerConv(HybridSeq2Seq, TransformerEncoder, ConvDecoder):
     """Self-attention encoder, convolutional decoder."""
+    rescaled = "target"
 
 
 class RecurrentTransformer(HybridSeq2Seq, RecurrentEncoder, TransformerDecoder):
     """Recurrent encoder, self-attention decoder."""
+    rescaled = "source"
 
 
 class RecurrentConv(HybridSeq2Seq, RecurrentEncoder, ConvDecoder):
@@ -130,6 +152,7 @@ class RecurrentConv(HybridSeq2Seq, RecurrentEncoder, ConvDecoder):
 
 class ConvTransformer(HybridSeq2Seq, ConvEncoder, TransformerDecoder):
     """Convolutional encoder, self-attention decoder."""
+    rescaled = "source"
 
 
 class ConvRecurrent(HybridSeq2Seq, ConvEncoder, RecurrentDecoder):
