@@ -13,8 +13,6 @@ from functools import cache
 from datasets import Dataset
 from sacremoses import MosesPunctNormalizer, MosesTokenizer
 
-PREPROCESSING = ("none", "moses_lowercase")
-
 
 @cache
 def _moses(lang: str) -> tuple[MosesPunctNormalizer, MosesTokenizer]:
@@ -34,7 +32,8 @@ def _batch(batch: dict, src_lang: str, tgt_lang: str) -> dict:
 
 def preprocess(pairs: Dataset, kind: str, src_lang: str, tgt_lang: str, cache_file: str,
                num_proc: int | None = None) -> Dataset:
-    """The pairs of one split with preprocessing `kind` (one of PREPROCESSING) applied to both sides."""
+    """The pairs of one split with preprocessing `kind` (data.preprocess: none or moses_lowercase) applied to both
+    sides."""
     if kind == "none":
         return pairs
     return pairs.map(_batch, batched=True, fn_kwargs={"src_lang": src_lang, "tgt_lang": tgt_lang},

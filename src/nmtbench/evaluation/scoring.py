@@ -27,8 +27,8 @@ def score(hypotheses: list[str], references: list[str], lang: str | None = None,
     result = {key: round(metric.corpus_score(hypotheses, [references]).score, 2) for key, metric in metrics.items()}
     result.update({f"{key}_signature": prefix + str(metric.get_signature()) for key, metric in metrics.items()})
     if tokenized:
-        result[PUBLISHED], result[f"{PUBLISHED}_signature"] = tokens_bleu(hypotheses, references)
-        result[f"{PUBLISHED}_signature"] = prefix + result[f"{PUBLISHED}_signature"]
+        found, signature = tokens_bleu(hypotheses, references)
+        result[PUBLISHED], result[f"{PUBLISHED}_signature"] = found, prefix + signature
     elif lang is not None:
         result[PUBLISHED], result[f"{PUBLISHED}_signature"] = tokenized_lowercase_bleu(hypotheses, references, lang)
     return result
