@@ -322,3 +322,12 @@ def test_also_a_missing_mirror_folder_is_named_as_a_folder(project, capsys, monk
                                           "at a folder holding the Multi30k raw files, or unset NMTBENCH_DATA_MIRROR "
                                           "to download from upstream")
     assert outputs() == before
+
+
+def test_44_a_published_figure_without_its_bleu_is_named_by_check(tmp_path, capsys):
+    """The issue's entry, `{transformer: {split: test_2016_flickr}}`, ended check with a TypeError traceback."""
+    raw = yaml.safe_load((Path(__file__).parents[1] / "params.yaml").read_text())
+    raw["compare"]["published"] = {"transformer": {"split": "test_2016_flickr"}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    assert refused(capsys, "--params", str(tmp_path / "params.yaml"), "check") == (
+        "compare.published.transformer.bleu: missing; add `bleu: <float>` to the block")

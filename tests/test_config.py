@@ -79,6 +79,31 @@ def test_default_params_load():
     ({"compare": {"length_buckets": [12, 8]}}, "compare.length_buckets: expected increasing positive integers"),
     ({"compare": {"length_buckets": []}}, "compare.length_buckets: expected increasing positive integers"),
     ({"compare": {"examples": [-1]}}, "compare.examples: expected sentence indices (integers >= 0), got [-1]"),
+    # a misshaped compare.published entry is named down to its model and key (#44)
+    ({"compare": {"published": {"transformer": {"split": "test_2016_flickr"}}}},
+     "compare.published.transformer.bleu: missing; add `bleu: <float>` to the block"),
+    ({"compare": {"published": {"transformer": {"bleu": 41.0, "split": "test_2016_flickr"}}}},
+     "compare.published.transformer.source: missing; add `source: <str>` to the block"),
+    ({"compare": {"published": {"transformer": 41.0}}},
+     "compare.published.transformer: expected a block of `key: value` lines, got 41.0; indent its keys under "
+     "`transformer:`"),
+    ({"compare": {"published": {"transformer": {"bleu": "high", "split": "test_2016_flickr", "source": "a"}}}},
+     "compare.published.transformer.bleu: expected float, got 'high'"),
+    ({"compare": {"published": {"transformer": {"bleu": 141, "split": "test_2016_flickr", "source": "a"}}}},
+     "compare.published.transformer.bleu: must be in [0, 100], got 141.0"),
+    ({"compare": {"published": {"transformer": {"bleu": 41, "split": "test_2018", "source": "a"}}}},
+     "compare.published.transformer.split: 'test_2018' is not valid; choose one of test_2016_flickr, test_2017_flickr"),
+    ({"compare": {"published": {"transformer": {"bleu": 41, "split": "test_2016_flickr", "source": ""}}}},
+     "compare.published.transformer.source: needs at least 1 character(s), got ''"),
+    ({"compare": {"published": {"transformer": {"bleu": 41, "split": "test_2016_flickr", "source": "a", "url": 1}}}},
+     "compare.published.transformer: unknown key(s) url; valid keys are bleu, split, source"),
+    ({"compare": {"published": {"gpt": {"bleu": 41, "split": "test_2016_flickr", "source": "a"}}}},
+     "compare.published: 'gpt' is not valid; choose one of rnn, gru"),
+    ({"compare": {"published": [41.0]}}, "compare.published: expected dict, got [41.0]"),
+    ({"tune": {"space": {"rnn": 5}}}, "tune.space: expected model family -> {hyperparameter: range}, e.g. "
+                                      "{transformer: {lr: {low: 1.0e-4, high: 3.0e-3, log: true}}}"),
+    ({"tune": {"space": {"rnn": {"lr": {"choices": []}}}}},
+     "tune.space.rnn.lr.choices: needs at least 1 item(s), got []"),
 ])
 def test_bad_params_name_the_key_and_the_fix(override, message):
     with pytest.raises(ConfigError) as error:
@@ -158,7 +183,8 @@ def test_apply_profile_replaces_only_the_named_blocks():
 def test_the_converged_profile_is_the_grid_regularised_and_stopped_on_val_bleu():
     with open("profiles/converge_cpu.yaml") as f:
         params = parse_params(apply_profile(raw(), yaml.safe_load(f)))
-    assert list(params.models) == ["transformer", "lstm_attention_general"]
+    assert list(params.models) == ["transformer", "lstm_attention_general", "hybrid_transformer_lstm",
+                                   "hybrid_lstm_transformer"]  # the encoder x decoder 2 x 2
     for name, block in params.models.items():  # the grid's own models, but for the shared dropout
         assert block == {**raw()["models"][name], "dropout": 0.3}
         model_config(name, block)
@@ -208,6 +234,23 @@ def test_profiles_apply_in_order_a_later_one_winning():
     assert apply_profile(base) == base
 
 
+def test_a_size_for_a_model_the_grid_no_longer_has_is_left_out_and_a_second_family_is_refused():
+    base = {"models": {"a": {"family": "rnn", "x": 1}}}
+    recipe = {"replace": ["models"], "models": {"b": {"family": "transformer", "x": 2}}}
+    sizes = {"models": {"a": {"x": 3}, "b": {"x": 4}}}  # smoke.yaml's way: a size for each model of any recipe
+    assert apply_profile(base, recipe, sizes) == {"models": {"b": {"family": "transformer", "x": 4}}}
+    assert apply_profile(base, sizes) == {"models": {"a": {"family": "rnn", "x": 3}}}
+    assert apply_profile(base, {"models": {"a": {"family": "rnn", "x": 5}}}) == {"models": {"a": {"family": "rnn",
+                                                                                                  "x": 5}}}
+    names = ["params.yaml", "one.yaml", "two.yaml"]
+    with pytest.raises(ConfigError, match=r"^models\.b: two\.yaml makes it a rnn, one\.yaml a transformer; rename "
+                                          r"the model in one file, or replace the grid in two\.yaml with "
+                                          r"`replace: \[models\]`$"):
+        apply_profile(base, recipe, {"models": {"b": {"family": "rnn", "x": 4}}}, names=names)
+    with pytest.raises(ConfigError, match=r"^models\.a: one\.yaml makes it a cnn, params\.yaml a rnn;"):
+        apply_profile(base, {"models": {"a": {"family": "cnn"}}}, names=names[:2])
+
+
 def test_a_model_blocks_own_train_recipe_overrides_the_shared_train_block_for_that_model_only():
     params = parse_params(merge(raw(), {"models": {"gru": {"train": {"lr": 0.005, "budget": {"kind": "none"}}}}}))
     assert "train" not in params.models["gru"]  # the architecture block reaches the model builder without it
@@ -221,6 +264,10 @@ def test_a_model_blocks_own_train_recipe_overrides_the_shared_train_block_for_th
     ({"lrr": 0.1}, r"^models\.gru\.train: unknown key\(s\) lrr; valid keys are batch_tokens"),
     ({"lr": "fast"}, r"^models\.gru\.train\.lr: expected float, got 'fast'"),
     (0.005, r"^models\.gru\.train: expected train keys, e\.g\. \{lr: 0\.005\}, got 0\.005"),
+    # a block inside the recipe is named under the model, not as the shared train.budget (#44)
+    ({"budget": {"kind": "joules"}}, r"^models\.gru\.train\.budget\.kind: 'joules' is not valid; choose one of none"),
+    ({"budget": 5}, r"^models\.gru\.train\.budget: expected a block of `key: value` lines, got 5; indent its keys "
+                    r"under `budget:`"),
 ])
 def test_a_bad_train_recipe_is_refused_when_the_params_load(recipe, message):
     with pytest.raises(ConfigError, match=message):

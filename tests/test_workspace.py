@@ -12,6 +12,10 @@ import yaml
 
 from helpers.project import ROOT, pipeline_env
 from nmtbench.cli import main
+from nmtbench.config import apply_profile, parse_params, read_yaml
+from nmtbench.models.registry import build_model
+from nmtbench.models.vocabulary import Vocab
+from nmtbench.workspace import merged_params
 
 PIPELINE_TARGETS = ["help", "setup", "repro", "tune", "report", "exp", "exp-show", "claims"]
 # what a run leaves in a workspace besides what DVC tracks: none of it is ever committed
@@ -99,11 +103,32 @@ def test_the_readme_workspace_instructions_run_as_written(tmp_path):
     assert make(workspace, "-n", "report").splitlines()[-1] == "dvc repro --force --single-item compare report"
 
 
-def test_a_recipe_grid_sized_by_the_smoke_profile_is_refused_before_any_folder(tmp_path, capsys):
-    """wmt14_ende.yaml replaces the grid; smoke.yaml then sizes models the grid no longer has, which have no family."""
+SHIPPED_PROFILES = sorted(path.name for path in (ROOT / "profiles").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("profile", SHIPPED_PROFILES)
+def test_every_shipped_profile_runs_at_smoke_size_after_it(profile):
+    """The smoke sizes go with every recipe, a grid-replacing one included (published.yaml, wmt14_ende.yaml): every
+    model the profile trains is sized by smoke.yaml and validates, and smoke.yaml's sizes for models the profile
+    replaced away are left out instead of becoming blocks without a family."""
+    smoke = ROOT / "profiles" / "smoke.yaml"
+    merged = merged_params(ROOT, [ROOT / "profiles" / profile, smoke])  # validates every model block
+    alone = parse_params(apply_profile(read_yaml(ROOT / "params.yaml"), read_yaml(ROOT / "profiles" / profile)))
+    assert list(merged["models"]) == list(alone.models)  # smoke.yaml adds no model and drops none
+    assert set(merged["models"]) <= set(read_yaml(smoke)["models"])
+    vocab = Vocab.of(read_yaml(smoke)["tokenize"]["vocab_size"])
+    for name, block in parse_params(merged).models.items():
+        assert build_model(name, block, vocab).num_parameters() < 100_000, name  # smoke size, not the recipe's
+
+
+def test_two_profiles_giving_one_model_two_families_are_refused_naming_both(tmp_path, capsys):
+    first, second = tmp_path / "one.yaml", tmp_path / "two.yaml"
+    first.write_text("replace: [models]\nmodels:\n  mine: {family: transformer, d_model: 32, heads: 2}\n")
+    second.write_text("models:\n  mine: {family: rnn, hidden_dim: 32}\n")
     argv = ["--params", str(ROOT / "params.yaml"), "workspace", str(tmp_path / "ws"),
-            "--profile", str(ROOT / "profiles/wmt14_ende.yaml"), "--profile", str(ROOT / "profiles/smoke.yaml")]
+            "--profile", str(first), "--profile", str(second)]
     assert main(argv) == 2
-    assert capsys.readouterr().err == ("nmtbench workspace: error: models.rnn: missing 'family'; choose one of "
-                                       "rnn, transformer, decoder_only, cnn, hybrid or package.module:Class\n")
+    assert capsys.readouterr().err == (f"nmtbench workspace: error: models.mine: {second} makes it a rnn, {first} a "
+                                       f"transformer; rename the model in one file, or replace the grid in {second} "
+                                       "with `replace: [models]`\n")
     assert not (tmp_path / "ws").exists()

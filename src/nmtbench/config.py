@@ -8,6 +8,7 @@ Checks that read several keys at once are the model validators of their block an
 from __future__ import annotations
 
 import types
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
 
@@ -69,7 +70,8 @@ class Block(BaseModel):
 
 
 def block_of(annotation) -> type[Block] | None:
-    """The Block a field holds (SourceConfig, or AnalyzeConfig of `AnalyzeConfig | None`), if any."""
+    """The Block a field holds (SourceConfig, AnalyzeConfig of `AnalyzeConfig | None`, PublishedFigure of
+    `dict[str, PublishedFigure]`), if any."""
     return next((kind for kind in (annotation, *get_args(annotation))
                  if isinstance(kind, type) and issubclass(kind, Block)), None)
 
@@ -77,9 +79,10 @@ def block_of(annotation) -> type[Block] | None:
 def refusal(error: ValidationError, cls: type[Block], values: dict, where: str) -> str:
     """pydantic's first error as one line: the dotted key, what is wrong, and what would be valid."""
     first = error.errors()[0]
-    kind, given, name = first["type"], first["input"], str(first["loc"][0]) if first["loc"] else ""
-    if kind == "value_error" and isinstance(first["ctx"]["error"], ConfigError):
-        return str(first["ctx"]["error"])  # a validator's own line, or a nested block's error
+    kind, given, loc = first["type"], first["input"], first["loc"]
+    name, path = (str(loc[0]) if loc else ""), ".".join(map(str, (where, *loc) if where else loc))
+    if kind == "value_error" and isinstance(first["ctx"]["error"], ConfigError):  # a validator's own line, or a
+        return relocated(str(first["ctx"]["error"]), cls, name, path)            # nested block's error
     if kind == "extra_forbidden":
         noun = "key" if where else "block"  # the top level of params.yaml holds blocks
         unknown = sorted(str(e["loc"][0]) for e in error.errors() if e["type"] == kind)
@@ -91,13 +94,20 @@ def refusal(error: ValidationError, cls: type[Block], values: dict, where: str) 
     # seeds and models are described whole
     if field.description and not (wrong_type and where):
         return f"{key}: {field.description.format(value=value)}"
-    if kind == "model_type":
-        return f"{key}: expected a block of `key: value` lines, got {given!r}; indent its keys under `{name}:`"
+    if kind == "missing":
+        return f"{key}: missing; add `{name}: <{type_names(field.annotation)}>` to the block"
+    if kind == "model_type":  # the block itself, or an entry of a dict of blocks (compare.published.<model>)
+        return f"{path}: expected a block of `key: value` lines, got {given!r}; indent its keys under `{loc[-1]}:`"
     if kind == "literal_error":
         return f"{key}: {given!r} is not valid; choose one of {', '.join(map(str, literal_values(field.annotation)))}"
     if wrong_type:
         return f"{key}: expected {type_names(field.annotation)}, got {value!r}"
     bounds = {op: getattr(m, op) for m in field.metadata for op in ("gt", "ge", "lt", "le") if hasattr(m, op)}
+    if kind.endswith("_type"):  # an item of a list or dict: name the item
+        return f"{path}: expected {kind.removesuffix('_type')}, got {given!r}"
+    if kind.endswith("too_short"):  # an empty split name, an empty list of choices
+        noun = "character" if kind.startswith("string") else "item"
+        return f"{key}: needs at least {first['ctx']['min_length']} {noun}(s), got {given!r}"
     if not bounds:
         return f"{key}: {first['msg']}"  # no field here words it otherwise; pydantic's own words
     given = float(given) if float in (field.annotation, *get_args(field.annotation)) else given  # 1 reads as 1.0
@@ -107,6 +117,15 @@ def refusal(error: ValidationError, cls: type[Block], values: dict, where: str) 
         return f"{key}: must be in {low}, {high}, got {given!r}"
     ((op, bound),) = bounds.items()
     return f"{key}: must be {'>' if op == 'gt' else '>='} {bound}, got {given!r}"
+
+
+def relocated(line: str, cls: type[Block], name: str, path: str) -> str:
+    """A nested block words its errors under the key its class is written for (train.budget); name the key it
+    was given under instead (models.<name>.train.budget, compare.published.<model>)."""
+    nested = block_of(cls.model_fields[name].annotation) if name in cls.model_fields else None
+    if nested is not None and nested.where and line.startswith((f"{nested.where}.", f"{nested.where}:")):
+        return path + line[len(nested.where):]
+    return line
 
 
 def literal_values(annotation) -> tuple:
@@ -434,7 +453,9 @@ class TuneConfig(Block):
     storage: str | None = None  # an Optuna RDB URL; None: sqlite:///tuning/<model>/study.db
     heartbeat_seconds: int = Field(60, gt=0)
     retries: int = Field(2, ge=0)
-    space: dict[str, dict[str, Any]] = {}  # model family -> hyperparameter -> range
+    space: dict[str, dict[str, Any]] = Field({}, description=(
+        "expected model family -> {{hyperparameter: range}}, e.g. {{transformer: {{lr: {{low: 1.0e-4, high: 3.0e-3, "
+        "log: true}}}}}}"))
 
     @model_validator(mode="after")
     def _ranges_are_ranges(self):
@@ -639,17 +660,45 @@ def merge(base: dict, override: dict) -> dict:
     return merged
 
 
-def apply_profile(base: dict, *profiles: dict) -> dict:
+def apply_profile(base: dict, *profiles: dict, names: Sequence[str] = ()) -> dict:
     """params.yaml with the profiles merged on in order, so a later one wins where two set the same key (your
     corpus, then the smoke sizes). The blocks a profile names in its list `replace` are taken from that profile
-    whole instead of merged: a recipe's own grid of models (models: ...) rather than the defaults plus it."""
-    merged = base
-    for profile in profiles:
+    whole instead of merged: a recipe's own grid of models (models: ...) rather than the defaults plus it.
+    names: the files, params.yaml's first, which a conflict names."""
+    names = list(names) or ["params.yaml", *(f"profile {i}" for i in range(1, len(profiles) + 1))]
+    merged, given_by = base, {}  # given_by: model -> the file its family came from, for a conflict's line
+    for name, profile in zip(names[1:], profiles):
         profile = dict(profile)
         replaced = profile.pop("replace", [])
         if not isinstance(replaced, list) or not set(replaced) <= set(merged):
             raise ConfigError(f"replace: expected a list of params blocks the profile gives whole, e.g. [models], "
                               f"got {replaced!r}")
-        merged = merge({key: value for key, value in merged.items() if key not in replaced}, profile)
+        merged = {key: value for key, value in merged.items() if key not in replaced}
+        if isinstance(profile.get("models"), dict):
+            grid = merged["models"] if isinstance(merged.get("models"), dict) else None  # None: replaced
+            profile["models"] = over_models(grid, profile["models"], given_by, names[0], name)
+        merged = merge(merged, profile)
     return merged
 
+
+def over_models(models: dict | None, blocks: dict, given_by: dict, first: str, name: str) -> dict:
+    """The model blocks of profile `name` that apply to the models merged so far (None: the profile gives the grid
+    whole). A block without a family sizes a model: one for a model there is none of (a profile before replaced
+    the grid) sizes nothing and is left out, so the smoke sizes go with every recipe. A block that gives a model
+    another family conflicts with the file that gave the first."""
+    if models is None:
+        given_by.update(dict.fromkeys(blocks, name))
+        return blocks
+    kept = {}
+    for model, block in blocks.items():
+        family = block.get("family") if isinstance(block, dict) else None
+        earlier = models[model].get("family") if isinstance(models.get(model), dict) else None
+        if isinstance(block, dict) and family is None and model not in models:
+            continue
+        if None not in (family, earlier) and family != earlier:
+            raise ConfigError(f"models.{model}: {name} makes it a {family}, {given_by.get(model, first)} a {earlier}; "
+                              f"rename the model in one file, or replace the grid in {name} with `replace: [models]`")
+        if family is not None:
+            given_by[model] = name
+        kept[model] = block
+    return kept

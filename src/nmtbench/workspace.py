@@ -31,12 +31,20 @@ def read_profile(profile: Path) -> dict:
     return overrides
 
 
+def merged_params(project: Path, profiles: list[Path]) -> dict:
+    """project's params.yaml merged with the profiles, in order, every block and model validated: a bad override
+    fails here, before any stage runs."""
+    merged = apply_profile(read_yaml(Path(project) / "params.yaml"), *(read_profile(Path(p)) for p in profiles),
+                           names=["params.yaml", *map(str, profiles)])
+    for name, block in parse_params(merged).models.items():
+        model_config(name, block)
+    return merged
+
+
 def make_workspace(project: Path, target: Path, profiles: list[Path]) -> Path:
     """Create or refresh target with project's pipeline and params.yaml merged with the profiles, in order."""
     project, target = Path(project), Path(target)
-    merged = apply_profile(read_yaml(project / "params.yaml"), *(read_profile(Path(p)) for p in profiles))
-    for name, block in parse_params(merged).models.items():  # a bad override fails here, before any stage runs
-        model_config(name, block)
+    merged = merged_params(project, profiles)
     target.mkdir(parents=True, exist_ok=True)
     for name in ("dvc.yaml", ".gitignore"):  # .gitignore: W&B runs, models and the like are never committed there
         shutil.copyfile(project / name, target / name)
