@@ -11,7 +11,7 @@ JOBS ?=
 export JOBS
 
 .DEFAULT_GOAL := help
-.PHONY: smoke lint test chromium postgresql test-fast test-gpu gpu-bundle gpu-check gpu-rehearse bench-decode bench-train \
+.PHONY: smoke lint test chromium postgresql test-fast test-gpu gpu-bundle gpu-check gpu-rehearse gpu-report bench-decode bench-train \
   bench-data clean-smoke
 
 smoke: $(VENV)/.installed ## the whole pipeline on tiny settings in runs/smoke, leaving your outputs alone (PROFILES=..., JOBS=N)
@@ -67,6 +67,10 @@ gpu-check: ## on a GPU machine without network: install .gpu-bundle, pytest -m g
 # make gpu-check end to end on this CPU at tiny sizes, under the GPU machine's Python and torch (docs/gpu.md)
 gpu-rehearse: gpu-bundle
 	tools/gpu_rehearse.sh
+
+# FROM: the folders the GPU calls returned ($OUT of each, in call order); FORCE=1 rewrites a page of the same name
+gpu-report: $(VENV)/.installed ## the results page of a GPU run, written from what its calls returned, into docs/results (FROM=<folders> KIND=h100)
+	python tools/gpu_report.py $(FROM) --kind $(KIND) $(if $(FORCE),--force)
 
 bench-decode: $(VENV)/.installed ## decoding speed of every trained model at beam 1 and 5 (after make repro)
 	python benchmarks/decode_speed.py

@@ -104,16 +104,18 @@ def learning_curves(curves: dict[str, list[dict]]) -> bytes:
     return _png(fig)
 
 
-def flops_curves(curves: dict[str, list[dict]]) -> bytes:
+def flops_curves(curves: dict[str, list[dict]], flip: float | None = None) -> bytes:
     """Validation BLEU against training FLOPs, every run on one plot: the ranking at every budget up to the run's.
 
-    curves: {label: [{"train_flops", "val_bleu"}, ...]}
+    curves: {label: [{"train_flops", "val_bleu"}, ...]}; flip: the FLOPs at which the ranking flips, a dashed line
     """
     fig, axes = _pyplot().subplots(figsize=(8, 4))
     styles = run_styles(list(curves))
     for label, rows in curves.items():
         axes.plot([row["train_flops"] for row in rows], [row["val_bleu"] for row in rows], label=label, markersize=4,
                   **styles[label])
+    if flip is not None:
+        axes.axvline(flip, color="grey", linestyle="--", linewidth=1, label=f"ranking flips ({flip:.3g})")
     _log_x(axes)  # the runs of one budget differ in FLOPs per step by orders of magnitude
     axes.set(xlabel="training FLOPs", ylabel="validation BLEU", title="BLEU against training compute")
     _legend_beside(axes)

@@ -1,0 +1,411 @@
+"""The results page of a GPU run, written from what came back: docs/results/<date>-gpu-<kind>.md and its plot.
+
+    python tools/gpu_report.py <folder> [<folder> ...] --kind h100     (make gpu-report FROM="<folder> ..." KIND=h100)
+
+Each folder is what one call of tools/gpu_check.sh left in $OUT: summary.txt and a <part>.tar.gz per part that ran.
+With several (the two calls of the call plan), a part in a later folder replaces the same part of an earlier one.
+The page holds only what those files say: the machine and versions (setup), the GPU tests' outcomes (tests), per
+run of the papers' recipes and of the grid its BLEU, interval, epochs, why it stopped and its speeds (published,
+grid), the packing measured (probe), and val BLEU against training FLOPs with the compute at which the ranking of
+the top two families flips (grid). A part that failed, was cut or did not run is said to have, with the lines of
+the summary and the logs that say why; a figure that did not come back is a dash, never a guess.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tarfile
+import tempfile
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from nmtbench import figures
+from nmtbench.evaluation.compare import _flops_curve
+from nmtbench.provenance import code_text
+from nmtbench.runs import RunPaths
+from nmtbench.tables import Table
+
+ROOT = Path(__file__).resolve().parent.parent
+PARTS = ("setup", "tests", "published", "probe", "grid")  # gpu_check.sh's parts, in its order
+SUMMARY_LINE = re.compile(rf"^({'|'.join(PARTS)}): (.*)$")
+LOG_LINES = 4  # the last lines of a failed stage's log shown on the page
+
+
+@dataclass
+class Part:
+    """One part as it came back: its summary line, the summary's lines under it, and its unpacked folder."""
+    name: str
+    status: str = "not in what came back (no line in summary.txt, no tarball)"
+    lines: tuple[str, ...] = ()
+    folder: Path | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.status.startswith("passed")
+
+    def text(self, path: str) -> str:
+        """A file of the part's folder as text; "" when the part or the file did not come back."""
+        found = self.folder / path if self.folder else None
+        return found.read_text(errors="replace") if found and found.is_file() else ""
+
+
+def read_returned(folders: list[Path], scratch: Path) -> tuple[list[str], dict[str, Part]]:
+    """The calls' own lines of every summary.txt (the gpu_check: lines, a failed setup's), and each part as the
+    last call that ran it (its tarball came back) left it, unpacked under scratch; a part no call ran keeps the
+    last line that says why."""
+    calls, parts = [], {name: Part(name) for name in PARTS}
+    for index, folder in enumerate(folders):
+        summary = folder / "summary.txt"
+        if not summary.is_file():
+            sys.exit(f"gpu_report: {summary} not found; give the folder a GPU call's $OUT came back in")
+        found_here, current = {}, None
+        for line in summary.read_text(errors="replace").splitlines():
+            found = SUMMARY_LINE.match(line)
+            if found:
+                current = found_here[found[1]] = Part(found[1], found[2].removesuffix("; the end of its log:"))
+            elif line.startswith("    ") and current:
+                current.lines += (line[4:],)
+            elif line.strip():
+                calls.append(line)
+        for name, part in found_here.items():
+            packed = folder / f"{name}.tar.gz"
+            if packed.is_file():
+                with tarfile.open(packed) as tar:
+                    tar.extractall(scratch / str(index), filter=files_only)
+                part.folder = scratch / str(index) / name
+            if part.folder or not parts[name].folder:
+                parts[name] = part
+    return calls, parts
+
+
+def files_only(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
+    """The tarballs' files and folders, never a link: a workspace's data/tokenized links to the carried corpus."""
+    return None if member.issym() or member.islnk() else tarfile.data_filter(member, path)
+
+
+def first(pattern: str, text: str) -> str | None:
+    found = re.search(pattern, text, re.MULTILINE)
+    return found[1] if found else None
+
+
+@dataclass
+class Run:
+    """One model and seed of a part: what train.json, eval.json and the learning curve say, {} where absent."""
+    model: str
+    seed: int
+    family: str
+    train: dict
+    scores: dict
+    curve: list[tuple[float, float]]  # (training FLOPs, val BLEU) at each validation
+
+
+def part_runs(part: Part) -> tuple[dict, list[Run]]:
+    """The merged params the part's runs trained with (params.yaml of its workspace) and every run they name."""
+    params = yaml.safe_load(part.text("params.yaml") or "{}") or {}
+    runs = []
+    for model, block in params.get("models", {}).items():
+        for seed in params.get("seeds", [42]):
+            paths = RunPaths(model, seed, part.folder)
+            runs.append(Run(model, seed, block["family"], *(json.loads(path.read_text()) if path.is_file() else {}
+                                                           for path in (paths.train_metrics, paths.eval_metrics)),
+                            _flops_curve(paths.learning_curve)))
+    return params, runs
+
+
+def machine(calls: list[str], parts: dict[str, Part], runs: list[Run]) -> dict[str, str | None]:
+    """GPU, driver, CUDA and torch as setup printed them, and the code's commit as the runs recorded it (train.json's
+    provenance, else the commit the call's first line names); the provenance stands in where setup did not say."""
+    log, smi = parts["setup"].text("part.log"), parts["setup"].text("machine.txt")
+    stamps = [run.train["provenance"] for run in runs if run.train.get("provenance")]
+    commits = dict.fromkeys(code_text(stamp["git"]) for stamp in stamps if stamp["git"]["commit"])
+    named = next((f"commit {found}" for line in calls
+                  if (found := first(r"commit (\w+)", line)) not in (None, "unknown")), None)
+    gpus = next((", ".join(stamp["device"]["gpus"]) for stamp in stamps if stamp["device"]["gpus"]), None)
+    rehearsal = "none: a CPU rehearsal" if "CPU rehearsal" in log + "".join(calls) else None
+    return {"gpu": first(r"^GPU: ([^;]*)", log) or gpus or rehearsal, "driver": first(r"Driver Version:\s*(\S+)", smi),
+            "cuda": first(r"CUDA Version:\s*(\S+)", smi),
+            "torch": first(r"^versions: .*?\btorch ([^,\s]+)", log) or next((s["packages"]["torch"] for s in stamps),
+                                                                            None),
+            "commit": " / ".join(commits) or named}
+
+
+def dash(value, spec: str = "") -> str:
+    """A figure as spec formats it; a dash where it did not come back."""
+    return "-" if value is None else format(value, spec)
+
+
+def interval(test: dict | None) -> list[str]:
+    """A run's 95% BLEU interval over the paired bootstrap's resamples, and its p-value against the baseline."""
+    if not test:
+        return ["-", "-"]
+    return [f"[{test['mean'] - test['ci']:.2f}, {test['mean'] + test['ci']:.2f}]",
+            "baseline" if test["p_value"] is None else f"{test['p_value']:.4g}"]
+
+
+def stopped_by(run: Run) -> str:
+    """Why the run stopped, as train.json says (runs trained before it said: not recorded)."""
+    return "-" if not run.train else (run.train.get("stopped_by") or "not recorded").replace("_", " ")
+
+
+def label(run: Run, runs: list[Run]) -> str:
+    return run.model + (f" (seed {run.seed})" if len({r.seed for r in runs}) > 1 else "")
+
+
+def runs_table(params: dict, runs: list[Run], comparison: dict, jobs: int | None) -> Table:
+    """Per run: on every test set BLEU, its interval and p-value against the baseline, BLEU lc tok; then epochs,
+    why it stopped, training target tokens/s labelled with how many trained at once, decoding sentences/s."""
+    splits = params["data"]["eval_splits"]
+    packing = "alone" if jobs == 1 else f"packed, up to {jobs} at once" if jobs else "trainings at once not recorded"
+    header = ["Model", *(f"{split} {column}" for split in splits for column in ("BLEU", "95% CI", "p", "BLEU lc tok")),
+              "Epochs", "Stopped by", f"Train target tokens/s ({packing})", f"Decoding sentences/s ({splits[0]})"]
+    rows = []
+    for run in runs:
+        cells = [label(run, runs)]
+        for split in splits:
+            scores = run.scores.get(split, {})
+            test = (comparison.get("models", {}).get(run.model, {}).get(split, {}).get("bootstrap", {})
+                    .get("per_seed", {}).get(str(run.seed)))
+            cells += [dash(scores.get("bleu"), ".2f"), *interval(test), dash(scores.get("bleu_lc_tok"), ".2f")]
+        cells += [dash(run.train.get("epochs")), stopped_by(run), dash(run.train.get("train_tokens_per_s"), ",.0f"),
+                  dash(run.scores.get(splits[0], {}).get("sentences_per_s"), ",.1f")]
+        rows.append(cells)
+    return Table(header, rows, "l" + "r" * (len(header) - 4) + "lrr")  # "Stopped by" is words
+
+
+def runs_notes(params: dict, comparison: dict) -> list[str]:
+    evaluate = params["evaluate"]
+    return [f"BLEU: cased sacreBLEU 13a, the headline; BLEU lc tok: lowercased on Moses tokens, as the papers report "
+            f"BLEU. Beam {evaluate['beam']}, decoding on `{evaluate['device']}`.",
+            f"95% CI and p: sacreBLEU's paired bootstrap ({params['compare']['bootstrap_resamples']} resamples) "
+            f"against the baseline, {comparison['baseline']}, from the compare stage (on the runs that finished)."
+            if comparison else "95% CI and p: dashes, for the compare stage did not run.",
+            "Stopped by: train.json's `stopped_by`. Train target tokens/s: train.json's `train_tokens_per_s`, "
+            "timed over the stretches between validations while the part's trainings shared the machine as labelled."]
+
+
+def log_tail(text: str) -> list[str]:
+    """The last lines of a log that hold text, progress bars' carriage returns split like newlines."""
+    return [line.rstrip() for line in re.split(r"[\r\n]+", text) if line.strip()][-LOG_LINES:]
+
+
+def failures(part: Part, runs: list[Run]) -> list[str]:
+    """Why a part did not pass: its summary lines, every stage that failed with the end of its log, and the runs
+    that left no scores."""
+    lines = []
+    if not part.passed:
+        # a failed part's summary repeats some lines of its log's end among the lines that matter: each once
+        shown = list(dict.fromkeys(part.lines))
+        lines += ["", f"**{part.name}: {part.status}**", *(["", "```", *shown, "```"] if shown else []), ""]
+    for stage in re.findall(r"^\s*FAILED: (\S+) \(", part.text("part.log"), re.MULTILINE):
+        tail = log_tail(part.text(f"logs/{stage}.log"))
+        lines += [f"- `{stage}` failed; the end of logs/{stage}.log:", "", "  ```", *(f"  {line}" for line in tail),
+                  "  ```"] if tail else [f"- `{stage}` failed and left no log."]
+    unscored = [label(run, runs) for run in runs if not run.scores]
+    if unscored:
+        lines += [f"- Not evaluated, so without scores: {', '.join(unscored)}."]
+    return lines
+
+
+def missing(part: Part, what: str) -> list[str]:
+    """Where a part's file is not there: why, as far as what came back says."""
+    return failures(part, []) if not part.passed else [f"{what} did not come back, though {part.name} {part.status}."]
+
+
+def ranking_flip(curves: dict[str, list[tuple[float, float]]]) -> dict:
+    """Where the ranking of the top two families by val BLEU flips for good, read off their learning curves.
+
+    curves: family -> [(training FLOPs, val BLEU)] of every validation of its runs. A family's standing at F FLOPs
+    is the best val BLEU any of its runs reached at a validation within F (what a run stopped at F keeps as its
+    best checkpoint); the top two are the families standing highest at the end. At every validation of either,
+    from the first FLOPs at which both have validated, the leader is the family standing higher (none on a tie).
+    The flip is the first of those points from which the final leader leads at every later one, provided the
+    other family led at a point before it. Returns {"families", "leader", "flops", "standing"}: leader None when
+    the two end level, flops None when nothing flipped; standing is each family's at the flip (or at the end).
+    """
+    ends = {family: max(bleu for _, bleu in rows) for family, rows in curves.items() if rows}
+    top = sorted(ends, key=lambda family: -ends[family])[:2]
+    if len(top) < 2:
+        return {"families": top, "leader": None, "flops": None, "standing": ends}
+
+    def standing(flops: float) -> dict[str, float]:
+        return {family: max(bleu for at, bleu in curves[family] if at <= flops) for family in top}
+
+    start = max(min(at for at, _ in curves[family]) for family in top)
+    points = sorted({at for family in top for at, _ in curves[family] if at >= start})
+    leaders = []
+    for flops in points:
+        found = standing(flops)
+        leaders.append(None if found[top[0]] == found[top[1]] else max(found, key=found.get))
+    final = leaders[-1]
+    last_other = max((i for i, leader in enumerate(leaders) if leader != final), default=None)
+    other_led = final is not None and any(leader not in (None, final) for leader in leaders)
+    flops = points[last_other + 1] if other_led else None
+    return {"families": top, "leader": final, "flops": flops, "standing": standing(flops or points[-1])}
+
+
+FLIP_DEFINITION = ("The flip, defined: a family's standing at F training FLOPs is the best val BLEU any of its runs "
+                   "reached at a validation within F FLOPs (what a run stopped at F keeps as its best checkpoint); the "
+                   "top two families are those standing highest at the end. At every validation of either, from the "
+                   "first FLOPs at which both have validated, the leader is the family standing higher (none on a "
+                   "tie). The ranking flips at the first of those points from which the final leader leads at every "
+                   "later one, where the other family led at a point before it.")
+
+
+def flip_text(flip: dict) -> str:
+    families, leader, flops, standing = flip["families"], flip["leader"], flip["flops"], flip["standing"]
+    if len(families) < 2:
+        return "Fewer than two families have a learning curve: no ranking to flip."
+    scores = ", ".join(f"{family} {standing[family]:.2f}" for family in families)
+    if leader is None:
+        return f"The top two families, {' and '.join(families)}, end level ({scores}): no leader, no flip."
+    other = next(family for family in families if family != leader)
+    if flops is None:
+        return f"No flip: {leader} leads {other} at every validation where both have validated (at the end: {scores})."
+    return (f"**The ranking flips at {flops:.3g} training FLOPs**: {other} leads at some validation before it, "
+            f"{leader} at every validation from there on (best val BLEU within {flops:.3g} FLOPs: {scores}).")
+
+
+def grid_lines(part: Part, plot: str) -> tuple[list[str], bytes | None]:
+    """The grid's runs, what failed, and val BLEU against training FLOPs with the flip (the plot's PNG bytes)."""
+    params, runs = part_runs(part)
+    if not runs:
+        return missing(part, "The grid's params.yaml"), None
+    comparison = json.loads(part.text("results/comparison.json") or "{}")
+    jobs = json.loads(part.text("gpu_runs.json") or "{}").get("jobs")
+    lines = [runs_table(params, runs, comparison, jobs).markdown(), "",
+             *(f"- {note}" for note in runs_notes(params, comparison)), *failures(part, runs), "",
+             "## Validation BLEU against training FLOPs", ""]
+    curves = {label(run, runs): [{"train_flops": at, "val_bleu": bleu} for at, bleu in run.curve]
+              for run in runs if run.curve}
+    if not curves:
+        return [*lines, "No learning curve with training FLOPs and val BLEU came back."], None
+    by_family = {}
+    for run in runs:
+        by_family.setdefault(run.family, []).extend(run.curve)
+    flip = ranking_flip(by_family)
+    lines += [f"![val BLEU against training FLOPs, every run of the grid]({plot})", "",
+              "Greedy val BLEU at each validation against the training FLOPs spent (counted, not timed), every run of "
+              f"the grid on one plot{'; the dashed line marks the flip' if flip['flops'] else ''}.", "",
+              flip_text(flip), "", FLIP_DEFINITION]
+    return lines, figures.flops_curves(curves, flip["flops"])
+
+
+def published_lines(part: Part) -> list[str]:
+    """The papers' two recipes beside their published figures (profiles/published.yaml: compare.published), then
+    every run of the part as the grid's are shown."""
+    params, runs = part_runs(part)
+    quoted = yaml.safe_load((ROOT / "profiles" / "published.yaml").read_text())["compare"]["published"]
+    rows = []
+    for model, figure in quoted.items():
+        for run in [run for run in runs if run.model == model] or [Run(model, 0, "", {}, {}, [])]:
+            ours = run.scores.get(figure["split"], {}).get("bleu_lc_tok")
+            rows.append([label(run, runs), figure["split"], dash(ours, ".2f"), f"{figure['bleu']:.2f}",
+                         dash(None if ours is None else round(ours - figure["bleu"], 2), "+.2f"),
+                         dash(run.train.get("epochs")),
+                         stopped_by(run), figure["source"]])
+    table = Table(["Model", "Test set", "Ours, BLEU lc tok", "Published", "Ours - published", "Epochs", "Stopped by",
+                   "Published by"], rows, "llrrrrll")
+    lines = [table.markdown(), "", "- Published: lowercased BLEU on Moses tokens as each paper reports it (quoted, "
+             "not recomputed); ours: BLEU lc tok of the same test set, the papers' tokens (docs/evaluation.md)."]
+    if any(run.train or run.scores for run in runs):
+        comparison = json.loads(part.text("results/comparison.json") or "{}")
+        jobs = json.loads(part.text("gpu_runs.json") or "{}").get("jobs")
+        lines += ["", "Every run of the part:", "", runs_table(params, runs, comparison, jobs).markdown(), "",
+                  *(f"- {note}" for note in runs_notes(params, comparison))]
+    return [*lines, *failures(part, runs)]
+
+
+def probe_lines(part: Part) -> list[str]:
+    """Target tokens/s per training and in all at each number of trainings at once: the alone figure is 1's."""
+    found = json.loads(part.text("probe.json") or "null")
+    if not found:
+        return missing(part, "probe.json")
+    rows = [[f"{jobs}{' (alone)' if jobs == '1' else ''}",
+             ", ".join(f"{rate:,.0f}" for rate in level["per_job_tokens_per_s"]),
+             f"{level['total_tokens_per_s']:,.0f}", dash(level["gpu_peak_memory_mib"], ",")]
+            for jobs, level in found["levels"].items()]
+    table = Table(["Trainings at once", "Target tokens/s of each", "In all", "GPU peak memory (MiB)"], rows, "rrrr")
+    return [table.markdown(), "", f"- {found['model']}, {found['train_seconds']} s of training each; chosen: "
+            f"{found['chosen_jobs']} at once, the most target tokens/s in all.", *failures(part, [])]
+
+
+def tests_lines(part: Part) -> list[str]:
+    """Every GPU test with its outcome, from the junit report pytest wrote."""
+    report = part.text("junit.xml")
+    if not report:
+        return missing(part, "The test report (junit.xml)")
+    rows = []
+    for case in ElementTree.fromstring(report).iter("testcase"):
+        outcome = next((child for child in case if child.tag in ("failure", "error", "skipped")), None)
+        name = {"failure": "failed", "error": "error", "skipped": "skipped"}.get(getattr(outcome, "tag", ""), "passed")
+        message = (outcome.get("message") or "") if outcome is not None else ""
+        rows.append([f"{case.get('classname')}::{case.get('name')}", name, message.splitlines()[0][:160] if message
+                     else ""])
+    counts = {name: sum(row[1] == name for row in rows) for name in ("passed", "failed", "error", "skipped")}
+    return [", ".join(f"{count} {name}" for name, count in counts.items()) + f" of {len(rows)} GPU tests.", "",
+            Table(["Test", "Outcome", "Message"], rows, "lll").markdown(), *failures(part, [])]
+
+
+def page(calls: list[str], parts: dict[str, Part], kind: str, date: str, plot: str) -> tuple[str, bytes | None]:
+    """The Markdown page and the PNG of its plot (None without learning curves)."""
+    runs = [run for name in ("published", "grid") for run in part_runs(parts[name])[1]]
+    found = machine(calls, parts, runs)
+    rehearsal = any("CPU rehearsal" in line for line in calls)
+    grid, png = grid_lines(parts["grid"], plot)
+    setup = parts["setup"]
+    title = (f"# A CPU rehearsal of the GPU run ({kind}), as it came back" if rehearsal else
+             f"# On one GPU ({(found['gpu'] or kind).split(',')[0]}): the papers' recipes and the grid, as the run "
+             "came back")
+    lines = [title, "", "| | |", "|:---|:---|", f"| date | {date} |",
+             f"| code | {found['commit'] or 'commit not recorded'} |",
+             f"| machine | GPU: {found['gpu'] or 'not recorded'}; driver {found['driver'] or 'not recorded'}, CUDA "
+             f"{found['cuda'] or 'not recorded'}; torch {found['torch'] or 'not recorded'} |",
+             f"| calls | {'; '.join(f'`{line}`' for line in calls)} |",
+             f"| parts | {'; '.join(f'{name}: {part.status}' for name, part in parts.items())} |", "",
+             "Written by `make gpu-report` (tools/gpu_report.py) from what the calls returned: summary.txt and each "
+             "part's tarball. Every figure is read from the run's files; a dash is a figure that did not come back.",
+             *(["", "**A rehearsal on a CPU at tiny sizes: no GPU ran, and its scores are meaningless by design.**"]
+               if rehearsal else []),
+             "", "## The GPU tests", "", *tests_lines(parts["tests"]),
+             "", "## The papers' recipes", "", *published_lines(parts["published"]),
+             "", "## Packing: trainings at once", "", *probe_lines(parts["probe"]),
+             "", "## The grid", "", *grid,
+             "", "## Setup", "", *(["```", *setup.lines, "```"] if setup.passed else failures(setup, []))]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)) + "\n", png  # a section that opens on a failure: one blank
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folders", type=Path, nargs="+", help="what each call's $OUT returned, in call order")
+    parser.add_argument("--kind", required=True, help="the GPU's kind in the page's name: h100, h200")
+    parser.add_argument("--date", help="the page's date (default: the first call's, from its summary.txt)")
+    parser.add_argument("--results", type=Path, default=ROOT / "docs" / "results", help="where the page goes")
+    parser.add_argument("--force", action="store_true", help="rewrite a page of the same name")
+    args = parser.parse_args(argv)
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", args.kind):
+        sys.exit(f"gpu_report: --kind {args.kind!r}: lowercase letters, digits and dashes only, e.g. h100")
+    with tempfile.TemporaryDirectory() as scratch:
+        calls, parts = read_returned(args.folders, Path(scratch))
+        date = args.date or next((found for line in calls if (found := first(r"(\d{4}-\d{2}-\d{2})T", line))), None)
+        if not date:
+            sys.exit("gpu_report: no date in the summaries' gpu_check lines; give one with --date YYYY-MM-DD")
+        stem = f"{date}-gpu-{args.kind}"
+        path = args.results / f"{stem}.md"
+        if path.exists() and not args.force:
+            sys.exit(f"gpu_report: {path} exists; pass --force (make gpu-report FORCE=1) to rewrite it")
+        text, png = page(calls, parts, args.kind, date, f"{stem}-flops.png")
+    args.results.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    if png:
+        (args.results / f"{stem}-flops.png").write_bytes(png)
+    print(f"gpu_report: wrote {path}" + (f" and {stem}-flops.png" if png else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
