@@ -493,7 +493,8 @@ def test_published_figures_stand_beside_our_bleu_lc_tok_with_the_difference(tmp_
     ({"transformer": {"bleu": 41.0, "split": "test_2018", "source": "x"}},
      r"^compare\.published\.transformer\.split: 'test_2018' is not valid; choose one of test_2016_flickr, "
      "test_2017_flickr$"),
-    ({"transformer": {"bleu": 141.0, "split": SPLIT, "source": "x"}}, r"^compare\.published\.bleu: "),
+    ({"transformer": {"bleu": 141.0, "split": SPLIT, "source": "x"}},
+     r"^compare\.published\.transformer\.bleu: must be in \[0, 100\], got 141\.0$"),
 ])
 def test_a_published_figure_must_name_a_model_and_a_test_set(published, error):
     raw = yaml.safe_load(open("params.yaml"))
