@@ -111,3 +111,13 @@ def test_the_manifest_lists_every_file_the_total_and_the_reasons(tmp_path):
     text = gpu_bundle.manifest(tmp_path, {"dvc": "too heavy"})
     assert "1,000  wheels/a-1.0-py3-none-any.whl" in text and "7  requirements.txt" in text
     assert "1,007  in all" in text and "dvc: too heavy" in text
+
+
+def test_the_carried_commit_is_what_provenance_reads_where_there_is_no_git(tmp_path, monkeypatch):
+    from nmtbench.provenance import COMMIT_FILE, git_state
+
+    written = gpu_bundle.write_commit(tmp_path)
+    assert written == git_state(ROOT) and written["commit"] is not None  # this checkout's, dirty or not
+    monkeypatch.setenv("GIT_DIR", str(tmp_path / "no-repository"))  # as on the GPU machine: no .git
+    monkeypatch.setenv(COMMIT_FILE, str(tmp_path / "COMMIT"))
+    assert git_state(ROOT) == written

@@ -1,4 +1,5 @@
 import importlib.metadata
+import json
 import re
 import subprocess
 import time
@@ -6,7 +7,7 @@ import time
 import pytest
 
 from nmtbench.cli import main
-from nmtbench.provenance import code_text, cpu_model, git_state, stamp, versions
+from nmtbench.provenance import COMMIT_FILE, code_text, cpu_model, git_state, stamp, versions
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@localhost"]
 
@@ -31,6 +32,51 @@ def test_git_state_is_the_commit_and_whether_tracked_files_changed(tmp_path):
     assert git_state(tmp_path / "src") == {"commit": head, "dirty": False}
     (tmp_path / "params.yaml").write_text("b\n")
     assert git_state(tmp_path / "src") == {"commit": head, "dirty": True}
+
+
+def committed_checkout(folder):
+    subprocess.run([*GIT, "init", "-q"], cwd=folder, check=True)
+    (folder / "params.yaml").write_text("a\n")
+    subprocess.run([*GIT, "add", "-A"], cwd=folder, check=True)
+    subprocess.run([*GIT, "commit", "-qm", "one"], cwd=folder, check=True)
+    (folder / "params.yaml").write_text("b\n")  # a change not yet committed
+    return git_state(folder)
+
+
+@pytest.mark.parametrize("without", ["git", ".git"])
+def test_without_git_the_state_recorded_in_the_checkout_names_the_commit(tmp_path, monkeypatch, without):
+    """A GPU machine gets the code without its .git, maybe without git: every stamp still names the commit."""
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    recorded = committed_checkout(checkout)
+    assert re.fullmatch(r"[0-9a-f]{40}", recorded["commit"]) and recorded["dirty"] is True
+    (tmp_path / "COMMIT").write_text(json.dumps(recorded))  # what tools/gpu_bundle.py carries
+    if without == "git":
+        monkeypatch.setenv("PATH", str(tmp_path / "no-programs"))
+    else:
+        monkeypatch.setenv("GIT_DIR", str(tmp_path / "no-repository"))
+    assert git_state(checkout) == {"commit": None, "dirty": None}  # nothing recorded: unknown, as before
+    monkeypatch.setenv(COMMIT_FILE, str(tmp_path / "COMMIT"))
+    assert git_state(checkout) == recorded and stamp(time.perf_counter())["git"] == recorded
+
+
+def test_a_checkout_wins_over_the_recorded_state(tmp_path, monkeypatch):
+    recorded = committed_checkout(tmp_path)
+    (tmp_path / "COMMIT").write_text(json.dumps({"commit": "0" * 40, "dirty": False}))
+    monkeypatch.setenv(COMMIT_FILE, str(tmp_path / "COMMIT"))
+    assert git_state(tmp_path) == recorded
+
+
+@pytest.mark.parametrize("text", ["", '{"commit": null, "dirty": false}', '{"commit": "abc", "dirty": false}',
+                                  '{"dirty": false}', None])
+def test_a_recorded_state_that_names_no_commit_is_refused_in_one_line(tmp_path, monkeypatch, text):
+    if text is not None:
+        (tmp_path / "COMMIT").write_text(text)
+    monkeypatch.setenv(COMMIT_FILE, str(tmp_path / "COMMIT"))
+    monkeypatch.setenv("GIT_DIR", str(tmp_path / "no-repository"))
+    with pytest.raises(ValueError, match=r"^NMTBENCH_COMMIT_FILE=.*COMMIT: not a record of the commit .*make "
+                                         r"gpu-commit[^\n]*$"):
+        git_state(tmp_path)
 
 
 def test_code_text():

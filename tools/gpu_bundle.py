@@ -11,8 +11,12 @@ That machine has Python 3.12 with its own torch, lightning and most of the scien
                               (profiles/published.yaml), made by the prepare and tokenize stages' commands
   corpora/<name>/params.json  the data and tokenize blocks each was made with: the runs refuse other ones
   MANIFEST.txt      every file with its size, the total, and what was left out and why
+  COMMIT            the checkout's commit and whether tracked files changed since, which every result there records
+                    (there is no .git on that machine: nmtbench.provenance reads it through NMTBENCH_COMMIT_FILE)
 The wheels are pinned to the versions of this checkout's .venv, the ones the tests pass with here.
     python tools/gpu_bundle.py [--out .gpu-bundle]
+    python tools/gpu_bundle.py --commit-only    COMMIT alone, before each call: the code travels with the working
+                                                tree, so a commit since the folder was built needs no other change
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ import tomllib
 import yaml
 
 from nmtbench.config import apply_profile, read_yaml
+from nmtbench.provenance import code_text, git_state
 
 ROOT = Path(__file__).resolve().parent.parent
 MACHINE_LIST = ROOT / "tools" / "gpu_machine_packages.txt"
@@ -157,6 +162,16 @@ def manifest(out: Path, left_out: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_commit(out: Path) -> dict:
+    """out/COMMIT: the checkout's git_state, refused outside a checkout with a commit (results must name one)."""
+    state = git_state(ROOT)
+    if state["commit"] is None:
+        sys.exit(f"gpu_bundle: {ROOT} is not a git checkout with a commit; build the carried folder from one")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "COMMIT").write_text(json.dumps(state) + "\n")
+    return state
+
+
 def build(out: Path, tokenized: Path = ROOT / "data" / "tokenized") -> Path:
     requirements = project_requirements()
     machine = machine_packages()
@@ -178,6 +193,7 @@ def build(out: Path, tokenized: Path = ROOT / "data" / "tokenized") -> Path:
         with tempfile.TemporaryDirectory() as scratch:
             add_corpus(out, name, tokenized_with(profile, Path(scratch)),
                        apply_profile(read_yaml(ROOT / "params.yaml"), read_yaml(profile)))
+    write_commit(out)
     (out / "MANIFEST.txt").write_text(manifest(out, LEFT_OUT))
     return out
 
@@ -185,7 +201,13 @@ def build(out: Path, tokenized: Path = ROOT / "data" / "tokenized") -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / ".gpu-bundle", help="the folder to (re)write")
-    out = build(parser.parse_args().out)
+    parser.add_argument("--commit-only", action="store_true", help="rewrite only its COMMIT")
+    args = parser.parse_args()
+    if args.commit_only:
+        state = write_commit(args.out)
+        print(f"{args.out / 'COMMIT'}: {code_text(state)}")
+        return
+    out = build(args.out)
     print((out / "MANIFEST.txt").read_text().split("\n\n")[0].splitlines()[-1].strip())
 
 

@@ -4,14 +4,18 @@ Every stage that writes figures stamps them with `stamp(started)` (train.json, e
 beam_sweep.json and the W&B runs' config), so two results can be compared knowing what ran them.
 The commit is that of the checkout holding this package's source (an editable install, as `make setup`
 makes), not of the folder a stage runs in: a workspace under runs/ is a git repository of its own, but
-its code is the project's.
+its code is the project's. Where the code travels without its .git (a GPU machine without network), the
+file named by NMTBENCH_COMMIT_FILE holds the checkout's state as git_state gave it before it left
+(tools/gpu_bundle.py writes it), and stands in for git.
 """
 from __future__ import annotations
 
 import datetime
 import importlib.metadata
+import json
 import os
 import platform
+import re
 import subprocess
 import time
 from collections.abc import Iterable
@@ -22,6 +26,8 @@ SOURCE = Path(__file__).resolve().parent
 PACKAGES = ("nmtbench", "torch", "lightning", "sacrebleu", "sentencepiece", "datasets", "numpy", "dvc", "wandb")
 # written by the pipeline itself while it runs, so a change there says nothing about the code or the params
 PIPELINE_RECORDS = ":(top,exclude,glob)**/dvc.lock"
+# the environment variable naming the recorded state of code that runs outside its checkout
+COMMIT_FILE = "NMTBENCH_COMMIT_FILE"
 
 
 def stamp(started: float) -> dict:
@@ -38,14 +44,31 @@ def describe() -> dict:
 def git_state(folder: Path) -> dict:
     """{"commit": full hash, "dirty": tracked files changed since it} of the git checkout holding folder.
 
-    Both are None outside a checkout, in a repository without commits, or without git. Like `git describe
-    --dirty`, untracked files do not count; neither does dvc.lock, which `dvc repro` itself rewrites.
+    Outside a checkout, in a repository without commits, or without git, both are the recorded state's
+    (recorded_state), or None. Like `git describe --dirty`, untracked files do not count; neither does
+    dvc.lock, which `dvc repro` itself rewrites.
     """
     commit = _git(folder, "rev-parse", "HEAD")
     if commit is None:
-        return {"commit": None, "dirty": None}
+        return recorded_state()
     changes = _git(folder, "status", "--porcelain", "--untracked-files=no", "--", ":/", PIPELINE_RECORDS)
     return {"commit": commit, "dirty": None if changes is None else changes != ""}
+
+
+def recorded_state() -> dict:
+    """git_state as written to the file NMTBENCH_COMMIT_FILE names before the code left its checkout; both
+    None when the variable is unset. A file named but unreadable is refused: results must not lose their commit."""
+    path = os.environ.get(COMMIT_FILE)
+    if not path:
+        return {"commit": None, "dirty": None}
+    try:
+        found = json.loads(Path(path).read_text())
+        if not re.fullmatch(r"[0-9a-f]{40}", found["commit"]) or found["dirty"] not in (True, False, None):
+            raise ValueError(f"expected a full commit hash and dirty true, false or null, got {found}")
+        return {"commit": found["commit"], "dirty": found["dirty"]}
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{COMMIT_FILE}={path}: not a record of the commit ({error}); write it in the checkout "
+                         "(make gpu-commit) or unset the variable") from None
 
 
 def _git(folder: Path, *args: str) -> str | None:
