@@ -524,7 +524,7 @@ def test_the_comparison_records_what_produced_every_run(root):
 
 
 def test_produced_by_names_every_distinct_commit_version_and_machine():
-    from nmtbench.evaluation.compare import provenance_lines
+    from nmtbench.evaluation.rendering import provenance_lines
 
     gpu = {**DEVICE, "gpus": ["NVIDIA A100-SXM4-40GB"], "cores": 1, "torch_threads": 1, "memory_gib": None}
     comparison = {"provenance": {"compare": stamp(1.4),

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from helpers.models import make_tiny_model
-from nmtbench.config import ConfigError, DecodeConfig, from_dict, resolve_device
+from nmtbench.config import ConfigError, DecodeConfig, from_dict
 from nmtbench.decoding.translator import Translator
+from nmtbench.loading import resolve_device
 
 FAMILIES = ["transformer_post", "lstm_general", "gru_additive_2layers", "decoder_only", "cnn", "hybrid_transformer_cnn",
             "hybrid_gru_transformer_source_target"]

@@ -6,8 +6,8 @@ import yaml
 
 from helpers.project import pipeline_env
 from nmtbench.cli import main
-from nmtbench.evaluation.tables import Table
 from nmtbench.experiments import blocks, columns_of, experiments, flat_params
+from nmtbench.tables import Table
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@localhost"]
 # a stage standing in for the pipeline: each model's BLEU is 10 times its index plus the beam size

@@ -1,7 +1,7 @@
 """The one table renderer behind every results table: the same table as Markdown and as HTML."""
 import pytest
 
-from nmtbench.evaluation.tables import Table
+from nmtbench.tables import Table
 
 TABLE = Table(["Model", "BLEU", "note"], [["rnn", "30.50*", "a|b"], ["<lstm> & co", "1,234", "**bold** `x`"]], "lr-")
 

@@ -12,7 +12,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from nmtbench.config import ConfigError, DecodeConfig, LaunchConfig, load_params, resolve_device
+from nmtbench.config import ConfigError, DecodeConfig, LaunchConfig, load_params
 from nmtbench.provenance import version_line
 from nmtbench.quiet import quiet_third_parties
 from nmtbench.runs import RESULTS
@@ -64,8 +64,7 @@ def _compare(args):
 
     params = load_params(args.params)
     comparison = compare(list(params.models), params.seeds, params.compare, load_tokenized(), blocks=params.models,
-                         budget=params.train.budget, lang=params.data.tgt_lang,
-                         tokenized=params.data.preprocess != "none")
+                         budget=params.train.budget, lang=params.data.tgt_lang, tokenized=params.data.tokenized)
     log_experiment(params.wandb, comparison)
     print((RESULTS / "comparison.md").read_text())
 
@@ -108,6 +107,7 @@ def _experiments(args):
 
 def _translate(args):
     from nmtbench.decoding.translator import Translator
+    from nmtbench.loading import resolve_device
     from nmtbench.progress import progress_bar
 
     for option, value, smallest in (("--beam", args.beam, 1), ("--nbest", args.nbest, 1),

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from nmtbench.evaluation.headline import BLEU_METRICS
-from nmtbench.evaluation.tables import Table
+from nmtbench.tables import Table
 
 MAIN_PARAMS = "params.yaml"  # its keys are shown bare; another params file's as <file>:<key>
 

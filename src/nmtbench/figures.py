@@ -11,7 +11,7 @@ import math
 
 from matplotlib.ticker import EngFormatter, LogLocator, NullFormatter
 
-from nmtbench.evaluation.tables import visible
+from nmtbench.tables import visible
 
 # matplotlib's default cycle repeats its colours after ten lines, so the eleventh run would look like
 # the first: a run's style is a colour of the cycle with a line style and marker per round of it.

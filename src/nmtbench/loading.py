@@ -1,4 +1,5 @@
-"""What the stages after training read back: the vocabulary record and a trained model from its checkpoint.
+"""What the stages after training read back: the vocabulary record and a trained model from its checkpoint, onto
+the device a device setting names.
 
 Below training in the layering: the model is rebuilt from the checkpoint's hyperparameters through the
 model registry, so decoding, evaluation and analysis never import the training code.
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from nmtbench.blocks import ConfigError
 from nmtbench.data.tokenizer import Tokenizer, vocab_id
 from nmtbench.models.interface import Seq2Seq
 from nmtbench.models.registry import build_model
@@ -37,6 +39,16 @@ def checkpoint_vocab(hparams: dict) -> dict:
     its size and sha256 as hyperparameters of their own."""
     return hparams.get("vocab") or {"size": hparams["vocab_size"], "pad": hparams["pad_id"],
                                     "sha256": hparams["vocab_sha256"]}
+
+
+def resolve_device(setting: str, key: str):
+    """The torch device of a device setting: auto is cuda when torch sees a GPU, else cpu."""
+    if setting == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"{key}: cuda, but torch finds no CUDA GPU on this machine; use {key} auto or cpu, "
+                          "or run where a GPU and a CUDA build of torch are")
+    if setting == "auto":
+        setting = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(setting)
 
 
 def load_model(checkpoint_path: Path, tokenizer: Tokenizer, device: torch.device | str = "cpu") -> Seq2Seq:

@@ -11,9 +11,9 @@ import math
 
 import numpy as np
 
-from nmtbench.evaluation.tables import Table
+from nmtbench.evaluation.verdict import CAVEAT, FAILS, HOLDS
+from nmtbench.tables import Table
 
-HOLDS, CAVEAT, FAILS = "holds", "holds with a caveat", "does not hold here"
 LINEAR = (0.8, 1.2)  # a log-log slope in this range is linear growth
 QUADRATIC = 1.5  # a slope of at least this is quadratic growth (the T^2 term dominating)
 CONSTANT = 0.05  # a slope of at most this (in absolute value) is no growth

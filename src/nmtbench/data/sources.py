@@ -1,6 +1,6 @@
 """The Multi30k source: raw files from a local mirror or from upstream.
 
-Either way the files are checked against the project's checksums.
+Either way the files are checked against the project's checksums (nmtbench.multi30k).
 """
 from __future__ import annotations
 
@@ -11,12 +11,10 @@ import shutil
 import tempfile
 import urllib.request
 from collections.abc import Mapping
-from importlib import resources
 from pathlib import Path
 
-# What the packaged checksums cover; test_2017_flickr has no Czech.
-MULTI30K_LANGUAGES = ("en", "de", "fr", "cs")
-MULTI30K_SPLITS = ("train", "val", "test_2016_flickr", "test_2017_flickr")
+from nmtbench.multi30k import file_name, load_checksums
+
 MIRROR_ENV = "NMTBENCH_DATA_MIRROR"
 UPSTREAM = "https://github.com/multi30k/dataset/raw/master/data/task1/raw"
 MIRROR_FIX = f"point {MIRROR_ENV} at a folder holding the Multi30k raw files"
@@ -29,19 +27,6 @@ class DataError(ValueError):
 def mirror_from_env() -> Path | None:
     value = os.environ.get(MIRROR_ENV)
     return Path(value) if value else None
-
-
-def load_checksums(path: Path | None = None) -> dict[str, str]:
-    """File name -> sha256, in sha256sum format; by default the copy shipped with the package.
-
-    The project keeps its own copy so a wrong mirror cannot vouch for itself.
-    """
-    text = path.read_text() if path else resources.files("nmtbench.data").joinpath("multi30k.sha256").read_text()
-    return {name: digest for digest, name in (line.split() for line in text.splitlines() if line.strip())}
-
-
-def file_name(split: str, lang: str) -> str:
-    return f"{split}.{lang}.gz"
 
 
 def sha256(*paths: Path) -> str:

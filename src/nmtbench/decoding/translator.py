@@ -10,11 +10,11 @@ from pathlib import Path
 
 import torch
 
-from nmtbench.config import DecodeConfig, resolve_device
+from nmtbench.config import DecodeConfig
 from nmtbench.data.batching import pad
 from nmtbench.data.tokenizer import BOS, EOS, PAD, Tokenizer, model_files
 from nmtbench.decoding.search import Hypothesis, beam_search, max_lengths
-from nmtbench.loading import CheckpointError, load_model
+from nmtbench.loading import CheckpointError, load_model, resolve_device
 from nmtbench.models.interface import Seq2Seq
 
 

@@ -5,16 +5,16 @@ import time
 from pathlib import Path
 
 from nmtbench import figures
-from nmtbench.config import ConfigError, Params, resolve_device
+from nmtbench.config import ConfigError, Params
 from nmtbench.data.tokenizer import Tokenizer, load_tokenized
 from nmtbench.decoding.translator import Translator
 from nmtbench.evaluation.scoring import score
-from nmtbench.evaluation.tables import Table
 from nmtbench.files import write_bytes, write_json, write_text
-from nmtbench.loading import load_model
+from nmtbench.loading import load_model, resolve_device
 from nmtbench.progress import progress_bar
 from nmtbench.provenance import stamp
 from nmtbench.runs import RESULTS, RunPaths
+from nmtbench.tables import Table
 
 
 def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out_dir: Path = RESULTS) -> dict:
@@ -39,7 +39,7 @@ def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out
             found = Translator(model, tokenizer, decode).translate_ids(sources, progress=progress)
             seconds = time.perf_counter() - started
             hypotheses = [tokenizer.decode(hyps[0].tokens) for hyps in found]
-            scores = score(hypotheses, references)
+            scores = score(hypotheses, references, params.data.tgt_lang, params.data.tokenized)
             rows.append({"beam": beam, "alpha": alpha, "bleu": scores["bleu"], "chrf": scores["chrf"],
                          "seconds": round(seconds, 2), "sentences_per_s": round(n / seconds, 1),
                          "target_tokens_per_s": round(sum(len(h[0].tokens) + 1 for h in found) / seconds, 1)})

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import torch
 
-from nmtbench.config import ConfigError, Params, resolve_device
+from nmtbench.config import ConfigError, Params
 from nmtbench.data.tokenizer import BOS, EOS, PAD, Tokenizer, load_tokenized
 from nmtbench.decoding.search import greedy, max_lengths
 from nmtbench.decoding.translator import Translator, one_line
 from nmtbench.evaluation.scoring import score
 from nmtbench.files import atomic_dir, write_json, write_text
-from nmtbench.loading import load_model
+from nmtbench.loading import load_model, resolve_device
 from nmtbench.models.interface import Seq2Seq
 from nmtbench.progress import progress_bar
 from nmtbench.provenance import stamp
@@ -55,8 +55,7 @@ def evaluate(params: Params, name: str, seed: int | None = None, tokenized_dir: 
         seconds = time.perf_counter() - started
         hypotheses = [one_line(tokenizer.decode(hyps[0].tokens)) for hyps in found]
         texts[split] = "".join(h + "\n" for h in hypotheses)
-        metrics[split] = {**score(hypotheses, dataset[split]["tgt"], params.data.tgt_lang,
-                                          params.data.preprocess != "none"),
+        metrics[split] = {**score(hypotheses, dataset[split]["tgt"], params.data.tgt_lang, params.data.tokenized),
                           "sentences": len(hypotheses),
                           # compare reads the translation and checks it is this one; through this hash,
                           # DVC sees a changed translation in the metrics compare depends on

@@ -1,7 +1,7 @@
 """Stage `report`: results/report.html, one self-contained page (plots embedded as PNG, no external assets).
 
 It reads what the other stages wrote: the comparison (results/comparison.json; its tables are drawn by the
-same code as results/comparison.md, so the page and the Markdown agree) and,
+same code as results/comparison.md, evaluation/rendering.py, so the page and the Markdown agree) and,
 per run, metrics/<run>/ (train.json, eval.json, attention.json, learning_curve.csv), where a run is
 any folder under metrics/<model>/ holding an eval.json (metrics/<model>/ itself, or one per seed), and the
 beam sweep (results/beam_sweep.json).
@@ -18,11 +18,12 @@ import re
 from pathlib import Path
 
 from nmtbench import figures
-from nmtbench.evaluation import compare
+from nmtbench.evaluation import rendering
 from nmtbench.evaluation.beam_sweep import sweep_table
-from nmtbench.evaluation.tables import Table
+from nmtbench.evaluation.significance import SIGNIFICANCE_LEVEL
 from nmtbench.files import write_text
 from nmtbench.runs import METRICS, RESULTS
+from nmtbench.tables import Table
 
 CURVE_COLUMNS = ("wall_seconds", "target_tokens", "val_bleu")
 FLOPS_COLUMN = "train_flops"  # in the learning curves of runs trained since it was recorded
@@ -126,10 +127,10 @@ def _headline_section(page: Page, comparison: dict) -> None:
         page.lack("headline table", "`results/comparison.json` lacks sizes, training times, BLEU intervals or BLEU lc; "
                                     "the compare stage writes them")
         return
-    page.add(compare.headline_table(comparison).html())
+    page.add(rendering.headline_table(comparison).html())
     page.add("<p>BLEU: cased sacreBLEU, beam search; BLEU lc: lowercased, the convention of most published "
              "Multi30k figures (docs/evaluation.md); *: differs from the baseline with "
-             f"p &lt; {compare.SIGNIFICANCE_LEVEL} (paired bootstrap); "
+             f"p &lt; {SIGNIFICANCE_LEVEL} (paired bootstrap); "
              "decoding speed: the evaluate stage's, on the machine that ran it. Details below.</p>")
 
 
@@ -137,8 +138,8 @@ def _comparison_section(page: Page, comparison: dict) -> None:
     """The main table of results/comparison.md with its notes and sacreBLEU signatures."""
     page.heading("Comparison")
     try:
-        table, (seeds, *columns) = compare.main_table(comparison), compare.comparison_notes(comparison)
-        used = compare.signatures(comparison)
+        table, (seeds, *columns) = rendering.main_table(comparison), rendering.comparison_notes(comparison)
+        used = rendering.signatures(comparison)
     except KeyError as key:  # a comparison.json older than the table
         page.lack("comparison table", f"`results/comparison.json` has no {key}; the compare stage writes it")
         return
@@ -150,13 +151,13 @@ def _verdict_section(page: Page, comparison: dict) -> None:
     """The main contrasts answered, right after the headline: a comparison without them shows nothing."""
     if comparison.get("verdict") is not None:
         page.heading("Verdict")
-        page.add(_list(compare.verdict_lines(comparison)))
+        page.add(_list(rendering.verdict_lines(comparison)))
 
 
 def _tuning_section(page: Page, comparison: dict) -> None:
     if comparison.get("tuning"):
         page.heading("Tuning on validation")
-        page.add(compare.tuning_table(comparison).html() + _list(compare.tuning_notes(comparison)))
+        page.add(rendering.tuning_table(comparison).html() + _list(rendering.tuning_notes(comparison)))
 
 
 def _length_section(page: Page, comparison: dict) -> None:
@@ -172,7 +173,7 @@ def _length_section(page: Page, comparison: dict) -> None:
     page.figure("length-buckets", figures.length_buckets(buckets, bleu, split),
                 f"BLEU per source-length bucket (words) on {split}, one line per model (mean over seeds)")
     for test_set in comparison["splits"]:  # the figures of every test set; a header counts its bucket's sentences
-        page.add(f"<h3>{html.escape(test_set)}</h3>{compare.length_table(comparison, test_set).html()}")
+        page.add(f"<h3>{html.escape(test_set)}</h3>{rendering.length_table(comparison, test_set).html()}")
 
 
 def _curves_section(page: Page, runs: dict[str, Path]) -> None:
@@ -286,7 +287,7 @@ def _examples_section(page: Page, comparison: dict) -> None:
 def _provenance_section(page: Page, comparison: dict) -> None:
     """The commit, software, machine and wall time behind the figures: what two pages are compared by."""
     page.heading("Produced by")
-    page.add(_list(compare.provenance_lines(comparison)))
+    page.add(_list(rendering.provenance_lines(comparison)))
 
 
 def _list(items: list[str]) -> str:

@@ -14,6 +14,8 @@ import numpy as np
 from sacrebleu.metrics import BLEU
 from sacrebleu.significance import PairedTest
 
+SIGNIFICANCE_LEVEL = 0.05  # a p-value below this marks a difference to the baseline (95% confidence)
+
 
 def paired_bootstrap(systems: dict[str, list[str]], references: list[str], baseline: str,
                      resamples: int, seed: int) -> tuple[dict[str, dict], str]:

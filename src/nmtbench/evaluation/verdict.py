@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import itertools
 
-from nmtbench.analysis.claims import CAVEAT, FAILS, HOLDS
 from nmtbench.config import CompareConfig
 from nmtbench.evaluation.significance import bleu_difference
 from nmtbench.models.hybrid import halves
 
+# the words of every verdict: the published findings' here, the textbook claims' (analysis.claims)
+HOLDS, CAVEAT, FAILS = "holds", "holds with a caveat", "does not hold here"
 TRANSFORMER_FAMILIES = ("transformer", "decoder_only")  # the Transformer variants of the main contrasts
 MECHANISMS = {"transformer": "self-attention", "rnn": "recurrence", "cnn": "convolution"}  # a half's, in this order
 SIDES = ("encoder", "decoder")
