@@ -61,8 +61,15 @@ gpu-bundle: $(VENV)/.installed ## the carried folder .gpu-bundle for a GPU machi
 	dvc repro tokenize
 	python tools/gpu_bundle.py
 
-gpu-check: ## on a GPU machine without network: install .gpu-bundle, pytest -m gpu, then the GPU runs, each timed, all into the folder OUT
-	tools/gpu_check.sh
+.PHONY: gpu-commit
+gpu-commit: $(VENV)/.installed ## before each GPU call: .gpu-bundle/COMMIT, the commit every result there records (no .git travels)
+	python tools/gpu_bundle.py --commit-only
+
+# The plan's two calls (docs/gpu.md): GPU_CALL=1, at most 9 minutes: setup, the GPU tests, the grid to convergence;
+# GPU_CALL=2 straight after: setup, the papers' two recipes, in GPU_CHECK_SECONDS (the device time left less 40 s)
+GPU_CALL ?= 1
+gpu-check: ## on a GPU machine without network, call GPU_CALL=1 or 2 of the plan: install .gpu-bundle, then its parts, each timed, all into the folder OUT
+	GPU_CALL=$(GPU_CALL) tools/gpu_check.sh
 
 # make gpu-check end to end on this CPU at tiny sizes, under the GPU machine's Python and torch (docs/gpu.md)
 gpu-rehearse: gpu-bundle

@@ -1,9 +1,12 @@
 """tools/gpu_check.sh: a part that cannot run, fails or outlasts its limit still leaves its line in summary.txt and
 what it had in OUT, so a call on the GPU machine returns something whatever happens."""
+import importlib.metadata
 import os
 import re
 import subprocess
+import sys
 import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -46,3 +49,75 @@ def test_a_part_past_its_limit_is_cut_and_what_it_wrote_comes_back(tmp_path):
     with tarfile.open(out / "probe.tar.gz") as packed:
         log = packed.extractfile("probe/part.log").read().decode()
     assert "started, then hanging" in log
+
+
+def test_each_call_of_the_plan_runs_its_parts_and_a_wrong_call_is_refused(tmp_path):
+    done, out = gpu_check(tmp_path, GPU_CALL="2", GPU_CHECK_SECONDS="40")
+    summary = (out / "summary.txt").read_text()
+    assert done.returncode == 0 and "parts setup published; GPU, 40 s in all" in summary
+    assert re.search(r"setup: not run, 2\d s left\npublished: not run", summary)
+    done, out = gpu_check(tmp_path, GPU_CALL="3")
+    assert done.returncode == 2 and done.stderr == "gpu_check: GPU_CALL=3: expected 1 (setup tests grid) or 2 " \
+                                                   "(setup published)\n"
+
+
+def test_the_gpu_tests_run_each_under_a_timeout_and_their_failures_come_back(tmp_path):
+    """pytest (a stand-in here) gets a per-test timeout and writes the failures' tracebacks; the summary names the
+    failed test and the part's tarball holds its traceback."""
+    python = tmp_path / "python"
+    python.write_text(f"""#!/bin/sh
+[ "$1" = -c ] && exit 0  # pytest-timeout is installed
+echo "$@" >{tmp_path / "pytest-arguments"}
+echo "____ test_ddp_on_one_gpu ____"
+echo "E   Failed: Timeout (>45.0s) from pytest-timeout."
+echo "FAILED tests/test_gpu.py::test_ddp_on_one_gpu - Failed: Timeout (>45.0s) from pytest-timeout."
+echo "1 failed, 18 passed in 80.1s"
+exit 1
+""")
+    python.chmod(0o755)
+    done, out = gpu_check(tmp_path, "tests", PYTHON=str(python))
+    arguments = (tmp_path / "pytest-arguments").read_text().split()
+    assert arguments[:4] == ["-m", "pytest", "-m", "gpu"]
+    assert {"-rfE", "--tb=short", "faulthandler_timeout=55"} <= set(arguments)
+    assert arguments[arguments.index("--timeout") + 1] == "45" and "tests/test_gpu.py" in arguments
+    summary = (out / "summary.txt").read_text()
+    assert "tests: FAILED, exit 1" in summary
+    assert "    FAILED tests/test_gpu.py::test_ddp_on_one_gpu - Failed: Timeout (>45.0s)" in summary
+    with tarfile.open(out / "tests.tar.gz") as packed:
+        assert "E   Failed: Timeout (>45.0s)" in packed.extractfile("tests/part.log").read().decode()
+
+
+def wheel(folder: Path, name: str, version: str, module: str | None = None) -> Path:
+    """A pure-Python wheel of name, holding module.py when given."""
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    info = f"{name}-{version}.dist-info"
+    files = {f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    if module:
+        files[f"{module}.py"] = "CARRIED = True\n"
+    with zipfile.ZipFile(path, "w") as packed:
+        for inside, text in files.items():
+            packed.writestr(inside, text)
+        packed.writestr(f"{info}/RECORD", "".join(f"{inside},,\n" for inside in [*files, f"{info}/RECORD"]))
+    return path
+
+
+@pytest.mark.slow
+def test_where_the_machines_packages_are_read_only_setup_installs_beside_them_and_the_runs_see_it(tmp_path):
+    """pip install --target into the work folder, on PYTHONPATH after the checkout's src: the carried package the
+    machine lacks and the project's metadata are found there, the machine's own packages stay as they are."""
+    bundle = tmp_path / "bundle"
+    (bundle / "wheels").mkdir(parents=True)
+    wheel(bundle / "wheels", "gpucheck_carried", "0.1", module="gpucheck_carried")
+    wheel(bundle / "wheels", "nmtbench", "0.0.1")
+    (bundle / "requirements.txt").write_text("gpucheck_carried==0.1\n")
+    (bundle / "COMMIT").write_text('{"commit": "0123456789abcdef0123456789abcdef01234567", "dirty": false}\n')
+    site = tmp_path / "site"
+    done, out = gpu_check(tmp_path, "setup", PYTHON=sys.executable, GPU_BUNDLE=str(bundle), GPU_CHECK_CPU="1",
+                          GPU_PIP_TARGET=str(site), PIP_CONFIG_FILE=os.devnull)
+    summary = (out / "summary.txt").read_text()
+    assert done.returncode == 0, summary
+    assert (site / "gpucheck_carried.py").is_file() and (site / "nmtbench-0.0.1.dist-info").is_dir()
+    assert f"carried, as imported: gpucheck_carried 0.1 from {site}\n" in summary  # through PYTHONPATH
+    assert f"nmtbench code from {ROOT / 'src' / 'nmtbench'}" in summary  # the checkout's code still first
+    assert importlib.metadata.version("nmtbench") != "0.0.1"  # this environment untouched

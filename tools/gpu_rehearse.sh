@@ -8,7 +8,8 @@
 # it: about 4.6 GB, downloaded once), lightning 2.6.6 and the rest the stages and tests import. Any other package
 # in it is refused, so a package the carried folder lacks fails here as it would there. Then it runs
 # tools/gpu_check.sh with GPU_CHECK_CPU=1, which installs the carried folder exactly as on the GPU machine.
-#   tools/gpu_rehearse.sh [part ...]     (the parts of tools/gpu_check.sh; default: all of them)
+#   tools/gpu_rehearse.sh              the plan's two calls, one after the other, into OUT/call1 and OUT/call2
+#   tools/gpu_rehearse.sh part ...     these parts of tools/gpu_check.sh alone, into OUT
 # GPU_REHEARSAL_VENV (default /tmp/nmtbench-gpu-machine) and OUT (default /tmp/nmtbench-gpu-rehearsal) move them.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -35,7 +36,7 @@ echo 'python-dateutil<3' >>"$pinned"  # 3.0 and later need tzdata, which the mac
 # what the stages, the tests and the carried packages import from the machine's own packages
 "${PIP[@]}" -c "$pinned" lightning pytorch-lightning torchmetrics sacrebleu sentencepiece numpy pandas pyarrow \
   matplotlib pyyaml tqdm regex click joblib fsspec huggingface-hub filelock packaging psutil requests aiohttp \
-  xxhash typing-extensions pytest pytest-xdist setuptools wheel
+  xxhash typing-extensions pytest pytest-timeout pytest-xdist setuptools wheel
 
 rm -f "$pinned"
 
@@ -61,4 +62,7 @@ fi
 # configuration may name a local wheel folder, which would hide a wheel missing from the carried one)
 unset PIP_FIND_LINKS PIP_INDEX_URL PIP_EXTRA_INDEX_URL
 export PIP_CONFIG_FILE=/dev/null
-GPU_CHECK_CPU=1 PYTHON="$VENV/bin/python" exec "$ROOT/tools/gpu_check.sh" "$@"
+export GPU_CHECK_CPU=1 PYTHON="$VENV/bin/python"
+[ $# -gt 0 ] && exec "$ROOT/tools/gpu_check.sh" "$@"
+GPU_CALL=1 OUT=$OUT/call1 "$ROOT/tools/gpu_check.sh"
+GPU_CALL=2 OUT=$OUT/call2 "$ROOT/tools/gpu_check.sh"
