@@ -2,6 +2,8 @@
 GPU runs valid and each training's time budget fitting the call."""
 import importlib.util
 import json
+import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -66,15 +68,27 @@ def test_the_grid_profile_trains_every_model_once_in_bf16_on_the_gpu_without_tun
     assert params.train.early_stopping_metric == "bleu" and params.train.early_stopping_patience == 3
 
 
-def test_the_published_profile_trains_the_papers_systems_on_their_recipes_and_the_grid_lstm_on_the_gpu():
+def test_the_grid_recipe_is_converge_cpus_carried_to_8_times_the_batch():
+    params = parse_params(gpu_runs.merged_params([PROFILES / "gpu.yaml", PROFILES / "gpu_converge.yaml"], []))
+    cpu = parse_params(gpu_runs.merged_params([PROFILES / "converge_cpu.yaml"], []))
+    train, reference = params.train, cpu.train
+    assert train.batch_tokens == 8 * reference.batch_tokens == 16384
+    # 2,000 updates were 4.5 epochs of 443 updates; an epoch is 62 updates of 16,384 tokens
+    assert train.warmup_steps == round(reference.warmup_steps / 443 * 62, -1) == 280
+    assert reference.lr < train.lr < reference.lr * 8 ** 0.5
+    assert (train.early_stopping_metric, train.early_stopping_patience, train.val_bleu_sentences) == (
+        reference.early_stopping_metric, reference.early_stopping_patience, reference.val_bleu_sentences)
+
+
+def test_the_published_profile_trains_the_papers_two_systems_on_their_recipes_on_the_gpu():
     params = parse_params(gpu_runs.merged_params(
         [PROFILES / "gpu.yaml", PROFILES / "published.yaml", PROFILES / "gpu_published.yaml"], []))
-    assert list(params.models) == ["transformer_tiny", "gru_attention", "lstm_attention_general"]
+    assert list(params.models) == ["transformer_tiny", "gru_attention"]
     assert params.data.preprocess == "moses_lowercase" and params.seeds == [1] and params.tune.trials == 0
     assert (params.train.accelerator, params.train.precision) == ("gpu", "bf16-mixed")
     tiny = params.for_model("transformer_tiny").train
-    assert (tiny.lr, tiny.warmup_steps, tiny.average_last) == (0.005, 2000, 10)
-    assert params.for_model("lstm_attention_general").train.warmup_steps == 2000
+    assert (tiny.lr, tiny.warmup_steps, tiny.average_last, tiny.max_steps) == (0.005, 2000, 10, 8000)
+    assert params.for_model("gru_attention").train.batch_tokens == 1024
 
 
 def test_the_rehearsal_runs_the_gpu_profiles_on_the_cpu_at_smoke_sizes():
@@ -112,10 +126,53 @@ def expand(text: str, model: str, seed: int) -> str:
     return text.replace("${item.model}", model).replace("${item.seed}", str(seed))
 
 
-@pytest.mark.parametrize("stage", ["tune", "train", "evaluate"])
-def test_each_stage_runs_the_command_of_dvc_yaml(stage):
-    assert ["nmtbench", *gpu_runs.stage_command(stage, "gru", 7)] == expand(dvc_stages()[stage]["cmd"], "gru",
-                                                                            7).split()
+def test_each_stage_runs_the_nmtbench_command_of_dvc_yaml():
+    assert gpu_runs.stage_command("tune", model="gru", seed=7) == ["tune", "gru"]
+    assert gpu_runs.stage_command("train", model="gru", seed=7) == ["train", "gru", "--seed", "7"]
+    assert gpu_runs.stage_command("evaluate", model="gru", seed=7) == ["evaluate", "gru", "--seed", "7"]
+    assert gpu_runs.stage_command("compare") == ["compare"] and gpu_runs.stage_command("report") == ["report"]
+
+
+def with_dvc_yaml(folder: Path, monkeypatch, **commands: str) -> None:
+    """gpu_runs reading folder/dvc.yaml: the checkout's, with these stages' cmd changed."""
+    stages = dvc_stages()
+    for name, command in commands.items():
+        stages[name]["cmd"] = command
+    (folder / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
+    monkeypatch.setattr(gpu_runs, "ROOT", folder)
+
+
+def test_a_changed_dvc_yaml_command_is_the_one_the_lane_runs(tmp_path, monkeypatch):
+    with_dvc_yaml(tmp_path, monkeypatch, train="nmtbench train ${item.model} --seed ${item.seed} --params 'p q.yaml'",
+                  compare="nmtbench --version", report="nmtbench --version")
+    assert gpu_runs.stage_command("train", model="gru", seed=7) == ["train", "gru", "--seed", "7", "--params",
+                                                                    "p q.yaml"]
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    merged = {"models": {"gru": {}}}
+    assert gpu_runs.compare_and_report(workspace, merged, ["gru"], time.monotonic() + 120)
+    for stage in ("compare", "report"):  # what ran is dvc.yaml's command: the version line, not a comparison
+        assert (workspace / "logs" / f"{stage}.log").read_text().startswith("nmtbench ")
+    assert not (workspace / "results").exists() and not (workspace / "params.finished.yaml").exists()
+
+
+@pytest.mark.parametrize("command", ["dvc exp run", "nmtbench train ${item.model} --seed ${item.run}",
+                                     "nmtbench train ${item.model} && nmtbench evaluate ${item.model}"])
+def test_a_stage_command_the_lane_cannot_run_is_refused_naming_it(tmp_path, monkeypatch, command):
+    with_dvc_yaml(tmp_path, monkeypatch, train=command)
+    with pytest.raises(SystemExit, match=r"dvc.yaml's train stage runs .*one nmtbench command per stage"):
+        gpu_runs.stage_command("train", model="gru", seed=7)
+
+
+def test_compare_covers_the_finished_models_and_moves_what_named_the_others():
+    merged = gpu_runs.merged_params([PROFILES / "published.yaml"], [])
+    assert (merged["compare"]["baseline"], merged["beam_sweep"]["model"]) == ("transformer_tiny", "transformer_tiny")
+    cut = gpu_runs.finished_only(merged, ["gru_attention"])
+    assert list(cut["models"]) == ["gru_attention"] and cut["models"]["gru_attention"] == merged["models"][
+        "gru_attention"]
+    assert (cut["compare"]["baseline"], cut["beam_sweep"]["model"]) == ("gru_attention", "gru_attention")
+    assert list(cut["compare"]["published"]) == ["gru_attention"]
+    assert gpu_runs.finished_only(merged, ["transformer_tiny", "gru_attention"]) == merged  # all finished
 
 
 def pipeline_outputs(models: list[str], seed: int) -> list[str]:
@@ -130,31 +187,57 @@ def pipeline_outputs(models: list[str], seed: int) -> list[str]:
 
 
 @pytest.mark.slow
-def test_a_probe_then_a_grid_packed_as_it_chose_writes_every_output_the_pipeline_declares(tmp_path, monkeypatch,
-                                                                                         make_data_mirror):
+def test_a_probe_then_a_grid_with_a_failed_run_compares_the_others_and_every_result_names_the_commit(
+        tmp_path, monkeypatch, make_data_mirror):
+    """As on the GPU machine: no .git beside the code, its commit in the carried file. The probe measures packing;
+    in the grid packed as it chose, the baseline's training fails, and the other model still gets every output the
+    pipeline declares, its comparison and report among them."""
     from helpers.project import TRAINED_MODELS, write_tiny_project
+    from nmtbench.provenance import COMMIT_FILE
 
     project = tmp_path / "project"
     project.mkdir()
     mirror, checksums = make_data_mirror()
     write_tiny_project(project, mirror, checksums, TRAINED_MODELS)
     (project / "systems").mkdir()
+    shutil.copy(ROOT / "dvc.yaml", project / "dvc.yaml")
     monkeypatch.setattr(gpu_runs, "ROOT", project)  # the tiny project's params.yaml is the base
+    recorded = {"commit": "0123456789abcdef0123456789abcdef01234567", "dirty": False}
+    (tmp_path / "COMMIT").write_text(json.dumps(recorded))
+    monkeypatch.setenv("GIT_DIR", str(tmp_path / "no-repository"))
+    monkeypatch.setenv(COMMIT_FILE, str(tmp_path / "COMMIT"))
     profile = tmp_path / "profile.yaml"
     profile.write_text("seeds: [3]\nbeam_sweep: {seed: 3}\n")
     tokenized = str(project / "data" / "tokenized")
     assert gpu_runs.main(["probe", str(tmp_path / "probe"), "--profile", str(profile), "--tokenized", tokenized,
-                          "--levels", "1", "2", "--train-seconds", "5", "--model", "tiny"]) == 0
+                          "--levels", "1", "2", "--train-seconds", "5", "--model", "tiny",
+                          "--startup-seconds", "60"]) == 0  # two trainings starting at once on a loaded CPU
     probe = json.loads((tmp_path / "probe" / "probe.json").read_text())
     assert set(probe["levels"]) == {"1", "2"} and probe["levels"]["2"]["per_job_tokens_per_s"][1] > 0
+    dvc_command = gpu_runs.stage_command
+
+    def baseline_crashes(stage_name, **item):  # as a training killed by the GPU running out of memory
+        return ["train", "nonesuch"] if (stage_name, item.get("model")) == ("train", "tiny") else dvc_command(
+            stage_name, **item)
+
+    monkeypatch.setattr(gpu_runs, "stage_command", baseline_crashes)
     workspace = tmp_path / "grid"
     code = gpu_runs.main(["grid", str(workspace), "--profile", str(profile), "--tokenized", tokenized,
-                          "--seconds", "400", "--jobs-from", str(tmp_path / "probe" / "probe.json")])
-    assert code == 0
-    missing = [path for path in pipeline_outputs(list(TRAINED_MODELS), 3) if not (workspace / path).exists()]
-    assert missing == []
+                          "--seconds", "400", "--jobs", str(probe["chosen_jobs"])])
+    assert code == 1
+    missing = {path for path in pipeline_outputs(list(TRAINED_MODELS), 3) if not (workspace / path).exists()}
+    assert missing == {"models/tiny/seed3", "metrics/tiny/seed3/train.json", "results/tiny/seed3",
+                       "metrics/tiny/seed3/attention.json", "metrics/tiny/seed3/eval.json"}
     summary = json.loads((workspace / "gpu_runs.json").read_text())
-    assert summary["all_ok"] and summary["jobs"] == probe["chosen_jobs"]
+    assert not summary["all_ok"] and summary["compared"] == ["tiny_rnn"] and summary["jobs"] == probe["chosen_jobs"]
     assert [r["model"] for r in summary["runs"]] == list(TRAINED_MODELS)
-    assert all(r["test_2016_flickr"]["bleu"] is not None for r in summary["runs"])
-    assert (workspace / "logs" / "train@tiny-3.log").is_file()
+    assert summary["runs"][1]["test_2016_flickr"]["bleu"] is not None
+    cut = yaml.safe_load((workspace / "params.finished.yaml").read_text())
+    assert list(cut["models"]) == ["tiny_rnn"] and cut["compare"]["baseline"] == "tiny_rnn"
+    comparison = json.loads((workspace / "results" / "comparison.json").read_text())
+    stamps = [json.loads((workspace / "metrics" / "tiny_rnn" / "seed3" / f"{name}.json").read_text())["provenance"]
+              for name in ("train", "eval")]
+    stamps += [comparison["provenance"]["compare"],
+               json.loads((tmp_path / "probe" / "jobs1" / "metrics" / "tiny" / "seed1" / "train.json").read_text())[
+                   "provenance"]]
+    assert [found["git"] for found in stamps] == [recorded] * 4

@@ -2,11 +2,12 @@
 
 The GPU machine has neither dvc nor submitit (tools/gpu_bundle.py says why), so `dvc repro` and `nmtbench launch`
 are out. Each run here is a workspace folder (params.yaml merged with profiles, the carried data/tokenized) in
-which the stage commands of dvc.yaml run as `dvc repro` would run them, writing the same files: for every model
-`nmtbench tune` (no trials: it writes tuned/<model>.yaml), `train` and `evaluate`, as one chain per model, up to
-`--jobs` chains at once, each job's output in logs/<stage>.log; then `compare` and `report`. W&B is disabled.
+which the stage commands of dvc.yaml run as `dvc repro` would run them, read from dvc.yaml itself and writing the
+same files: for every model `nmtbench tune` (no trials: it writes tuned/<model>.yaml), `train` and `evaluate`, as
+one chain per model, up to `--jobs` chains at once, each job's output in logs/<stage>.log; then `compare` and
+`report` over the models whose every run finished (params.finished.yaml, when some did not). W&B is disabled.
     python tools/gpu_runs.py grid runs/gpu-check/grid --profile profiles/gpu.yaml --profile profiles/gpu_converge.yaml
-        --tokenized .gpu-bundle/data/tokenized --seconds 300 --jobs-from runs/gpu-check/probe/probe.json
+        --tokenized .gpu-bundle/corpora/default/tokenized --seconds 300 --jobs 8
     python tools/gpu_runs.py probe runs/gpu-check/probe --profile ... --levels 1 4 8 --train-seconds 20
 Time: `--seconds` is the whole run's, which no stage outlasts; each training's time budget is what it leaves after
 the allowances for starting and evaluating, split over the waves of jobs (training_seconds). A training that
@@ -20,6 +21,7 @@ import concurrent.futures
 import json
 import math
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -146,10 +148,17 @@ def job_env(threads: int) -> dict:
     return {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
 
 
-def stage_command(stage_name: str, model: str, seed: int) -> list[str]:
-    """The nmtbench command of a stage of dvc.yaml for one model and seed, as its cmd writes it."""
-    return {"tune": ["tune", model], "train": ["train", model, "--seed", str(seed)],
-            "evaluate": ["evaluate", model, "--seed", str(seed)]}[stage_name]
+def stage_command(stage_name: str, **item) -> list[str]:
+    """The arguments of nmtbench in the cmd of a stage of the checkout's dvc.yaml, its ${item.<key>} filled in
+    from item: stage_command("train", model="gru", seed=7) -> ["train", "gru", "--seed", "7"]."""
+    command = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"][stage_name]["cmd"]
+    for key, value in item.items():
+        command = command.replace(f"${{item.{key}}}", str(value))
+    words = shlex.split(command)
+    if words[:1] != ["nmtbench"] or any(sign in command for sign in "$&|;<>`"):  # unfilled ${...}, a shell's
+        sys.exit(f"gpu_runs: dvc.yaml's {stage_name} stage runs `{command}`; this lane runs one nmtbench command "
+                 f"per stage, its ${{item.*}} from {sorted(item) or 'nothing'}: make the cmd one such command")
+    return words[1:]
 
 
 def chain(folder: Path, model: str, seed: int, env: dict, deadline: float, full: bool) -> bool:
@@ -157,7 +166,7 @@ def chain(folder: Path, model: str, seed: int, env: dict, deadline: float, full:
     tuned/<model>.yaml compare reads) and evaluate@ after it. Stops at the first failure."""
     names = {"tune": f"tune@{model}", "train": f"train@{model}-{seed}", "evaluate": f"evaluate@{model}-{seed}"}
     stages = ("tune", "train", "evaluate") if full else ("train",)
-    return all(stage(folder, names[s], stage_command(s, model, seed), env, deadline) for s in stages)
+    return all(stage(folder, names[s], stage_command(s, model=model, seed=seed), env, deadline) for s in stages)
 
 
 class GpuMemory:
@@ -215,8 +224,40 @@ def summary_table(summary: dict) -> str:
         lines.append(f"{row['model']} {row['seed']}: {row['steps']} {row['epochs']} {row['train_seconds']} "
                      f"{row['train_tokens_per_s']} {row['best_val_bleu']} | {'; '.join(scores) or 'not evaluated'}")
     lines.append(f"{summary['jobs']} at once, {summary['train_budget_seconds']} s of training each, GPU peak "
-                 f"{summary['gpu_peak_memory_mib']} MiB, {summary['wall_seconds']} s, all ok: {summary['all_ok']}")
+                 f"{summary['gpu_peak_memory_mib']} MiB, {summary['wall_seconds']} s, all ok: {summary['all_ok']}, "
+                 f"compared: {', '.join(summary['compared']) or 'none'}")
     return "\n".join(lines)
+
+
+def finished_only(merged: dict, finished: list[str]) -> dict:
+    """merged with only the models whose every run finished, for compare and report: the baseline and beam_sweep's
+    model move to the first of them where theirs did not finish, and the papers' figures of the others go."""
+    compare, sweep = merged.get("compare", {}), merged.get("beam_sweep", {})
+    published = {name: figure for name, figure in compare.get("published", {}).items() if name in finished}
+    moved = {**merged, "compare": {**compare, "published": published}}
+    if compare.get("baseline") not in (None, *finished):
+        moved["compare"]["baseline"] = finished[0]
+    if sweep.get("model") not in (None, *finished):
+        moved["beam_sweep"] = {**sweep, "model": finished[0]}
+    return only_models(moved, finished)
+
+
+def compare_and_report(folder: Path, merged: dict, finished: list[str], deadline: float) -> bool:
+    """dvc.yaml's compare, then report, over the finished models: on params.yaml when every model finished, else on
+    params.finished.yaml, the params cut to them, so one failed run still leaves a comparison of the others.
+    True when compare succeeded."""
+    cut = []
+    if finished != list(merged["models"]):
+        (folder / "params.finished.yaml").write_text(
+            "# params.yaml cut to the models whose every run finished, written by tools/gpu_runs.py\n"
+            + yaml.safe_dump(finished_only(merged, finished), sort_keys=False))
+        cut = ["--params", "params.finished.yaml"]
+        print(f"compare and report on the models whose every run finished: {', '.join(finished)}", flush=True)
+    env = job_env(os.cpu_count() or 1)
+    if not stage(folder, "compare", stage_command("compare") + cut, env, deadline):
+        return False
+    stage(folder, "report", stage_command("report") + cut, env, deadline)
+    return True
 
 
 def grid(args) -> int:
@@ -226,31 +267,25 @@ def grid(args) -> int:
         params = only_models(params, args.models)
     models = list(params["models"])
     runs = [(model, seed) for model in models for seed in params.get("seeds", [42])]
-    jobs = args.jobs or (choose_jobs(read_probe(args.jobs_from)) if args.jobs_from else len(runs))
-    jobs = min(jobs, len(runs))
+    jobs = min(args.jobs or len(runs), len(runs))
     budget = training_seconds(args.seconds, len(runs), jobs, args.startup_seconds, args.evaluate_seconds)
-    make_workspace(args.folder, with_settings(params, [(["train", "budget"], {"kind": "time", "value": budget})]),
-                   args.tokenized)
+    params = with_settings(params, [(["train", "budget"], {"kind": "time", "value": budget})])
+    make_workspace(args.folder, params, args.tokenized)
     print(f"{args.folder}: {len(runs)} runs, {jobs} at once, {budget} s of training each", flush=True)
     deadline = started + args.seconds
     with GpuMemory(args.folder) as memory:
         ok = run_chains(args.folder, runs, jobs, deadline, True)
-    env = job_env(os.cpu_count() or 1)
-    finished = all(ok) and not args.no_compare and stage(args.folder, "compare", ["compare"], env, deadline)
-    if finished:
-        stage(args.folder, "report", ["report"], env, deadline)
+    finished = [model for model in models if all(done for (name, _), done in zip(runs, ok) if name == model)]
+    compared = bool(finished) and not args.no_compare and compare_and_report(args.folder, params, finished, deadline)
     rows = [train_row(args.folder, *run) for run in runs]
     summary = {"runs": rows, "jobs": jobs, "train_budget_seconds": budget, "gpu_peak_memory_mib": memory.peak_mib,
-               "wall_seconds": round(time.monotonic() - started, 1), "all_ok": all(ok)}
+               "wall_seconds": round(time.monotonic() - started, 1), "all_ok": all(ok),
+               "compared": finished if compared else []}
     (args.folder / "gpu_runs.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(summary_table(summary))
-    if finished:
+    if compared:
         print((args.folder / "results" / "comparison.md").read_text().split("\n\n")[0])
     return 0 if all(ok) else 1
-
-
-def read_probe(path: Path) -> dict[int, dict]:
-    return {int(jobs): found for jobs, found in json.loads(path.read_text())["levels"].items()}
 
 
 def probe(args) -> int:
@@ -295,8 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     grid_command, probe_command = commands.choices["grid"], commands.choices["probe"]
     grid_command.add_argument("--seconds", type=float, required=True, help="the whole run's wall time")
     grid_command.add_argument("--models", nargs="*", help="only these models of the merged params (default: all)")
-    grid_command.add_argument("--jobs", type=int, help="trainings at once (default: every run at once)")
-    grid_command.add_argument("--jobs-from", type=Path, help="a probe.json: its chosen number of jobs")
+    grid_command.add_argument("--jobs", type=int, help="trainings at once (default: every run at once; the "
+                              "probe's chosen_jobs measures one)")
     grid_command.add_argument("--evaluate-seconds", type=float, default=EVALUATE_SECONDS,
                               help="a run's allowance for evaluate@")
     grid_command.add_argument("--no-compare", action="store_true", help="train and evaluate only")
