@@ -3,7 +3,16 @@ import pytest
 import torch
 from lightning.pytorch.plugins.precision import MixedPrecision, Precision
 
-from nmtbench.training.precision import BF16Autocast, Hardware, cpu_flags, precision_plugin, resolve_precision
+from helpers.models import make_tiny_model
+from nmtbench.blocks import ConfigError
+from nmtbench.training.precision import (
+    BF16Autocast,
+    Hardware,
+    cpu_flags,
+    precision_plugin,
+    refuse_unsupported,
+    resolve_precision,
+)
 
 AMX_CPU = frozenset({"avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})
 
@@ -53,3 +62,14 @@ def test_bf16_clips_the_gradients_of_a_fused_optimizer():
         MixedPrecision("bf16-mixed", "cpu").clip_gradients(optimizer, 1.0)
     precision_plugin("bf16-mixed", "cpu").clip_gradients(optimizer, 1.0)
     assert torch.allclose(weight.grad, torch.tensor([0.6, 0.8, 0.0, 0.0]), atol=1e-5)
+
+
+def test_bf16_for_an_lstm_on_a_cpu_without_bf16_instructions_is_refused_in_one_line():
+    lstm, gru = make_tiny_model("lstm_general"), make_tiny_model("gru_additive_2layers")
+    plain, bf16 = Hardware("cpu", frozenset({"avx2"}), False), Hardware("cpu", frozenset({"avx512_bf16"}), False)
+    with pytest.raises(ConfigError, match=r"^train.precision: bf16-mixed, but this CPU has no bf16 instructions"):
+        refuse_unsupported("bf16-mixed", plain, lstm)
+    refuse_unsupported("bf16-mixed", bf16, lstm)  # oneDNN has the kernel there
+    refuse_unsupported("bf16-mixed", plain, gru)  # and a GRU's everywhere
+    refuse_unsupported("32-true", plain, lstm)
+    refuse_unsupported("bf16-mixed", Hardware("cuda", frozenset(), True), lstm)

@@ -56,8 +56,10 @@ def trained(trained_copy, monkeypatch):
 def test_train_writes_checkpoint_metrics_and_an_offline_wandb_run(project):
     metrics = train(project, "tiny")
     assert set(metrics) == {"params", "train_seconds", "train_tokens_per_s", "best_val_loss", "best_val_ppl",
-                            "best_val_bleu", "steps", "epochs", "target_tokens", "train_flops", "precision"}
+                            "best_val_bleu", "steps", "epochs", "target_tokens", "train_flops", "precision",
+                            "stopped_by"}
     assert metrics["epochs"] == 2 and metrics["steps"] > 0 and metrics["precision"] == "32-true"
+    assert metrics["stopped_by"] == "max_epochs"
     saved = json.loads(open("metrics/tiny/seed42/train.json").read())
     provenance = saved.pop("provenance")  # what produced the figures, beside them
     assert saved == metrics and provenance["wall_seconds"] >= metrics["train_seconds"]
@@ -105,6 +107,7 @@ def test_val_bleu_drives_early_stopping_and_the_best_checkpoint(project, make_da
     best = bleus.index(max(bleus))
     assert max(bleus) > 0 and metrics["best_val_bleu"] == max(bleus)
     assert len(rows) < 200 and len(rows) - 1 - best == 15  # stopped 15 validations without a better BLEU
+    assert metrics["stopped_by"] == "early_stopping"
     assert metrics["best_val_loss"] == min(row["val_loss"] for row in rows)
     saved = torch.load("models/tiny/seed42/best.ckpt", weights_only=False)["callbacks"]["LearningCurve"]["rows"]
     assert [row["step"] for row in saved] == [row["step"] for row in rows[: best + 1]]  # a resume continues the curve
@@ -405,7 +408,14 @@ def test_a_flop_budget_stops_training_early_and_is_reported(trained, monkeypatch
     params = set_train_params(budget={"kind": "flops", "value": float(budget)})
     spent = train(params, "tiny")
     assert spent["steps"] < whole["steps"] and budget <= spent["train_flops"] < whole["train_flops"]
+    assert (spent["stopped_by"], whole["stopped_by"]) == ("budget", "max_epochs")
     assert (Path("models/tiny/seed42/best.ckpt")).is_file()
+
+
+def test_a_time_budget_that_ends_the_run_is_named_in_train_json(project, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    metrics = train(set_train_params(budget={"kind": "time", "value": 0.01}, max_epochs=50), "tiny")
+    assert metrics["stopped_by"] == "budget" and metrics["epochs"] < 50
 
 
 def test_averaging_puts_the_mean_of_the_last_validations_into_best(project, monkeypatch):
@@ -427,7 +437,7 @@ def test_a_run_stopped_by_max_steps_mid_epoch_validates_its_last_step(project, m
     monkeypatch.setenv("WANDB_MODE", "disabled")
     metrics = train(set_train_params(max_steps=4, max_epochs=3), "tiny")
     _, rows = read_curve()
-    assert [row["step"] for row in rows] == [3, 4] and metrics["steps"] == 4
+    assert [row["step"] for row in rows] == [3, 4] and metrics["steps"] == 4 and metrics["stopped_by"] == "max_steps"
     best = min(rows, key=lambda row: row["val_loss"])
     assert metrics["best_val_loss"] == best["val_loss"]
     assert torch.load("models/tiny/seed42/best.ckpt", weights_only=False)["global_step"] == best["step"]

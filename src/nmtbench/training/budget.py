@@ -83,6 +83,11 @@ class FlopBudget(L.Callback):
         if self.spent >= self.limit:
             trainer.should_stop = True
 
+    @property
+    def exhausted(self) -> bool:
+        """Whether a FLOP limit is set and spent."""
+        return self.limit is not None and self.spent + self.unshared >= self.limit
+
     def on_train_end(self, trainer, pl_module):
         self.settle(trainer, pl_module)
 

@@ -17,6 +17,8 @@ import torch
 from lightning.pytorch.plugins.precision import MixedPrecision, Precision
 from lightning.pytorch.utilities import GradClipAlgorithmType
 
+from nmtbench.blocks import ConfigError
+
 BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 CPUINFO = Path("/proc/cpuinfo")
 
@@ -51,6 +53,17 @@ def resolve_precision(precision: str, hardware: Hardware) -> str:
         return precision
     native_bf16 = hardware.cuda_bf16 if hardware.device == "cuda" else bool(BF16_CPU_FLAGS & hardware.cpu_flags)
     return "bf16-mixed" if native_bf16 else "32-true"
+
+
+def refuse_unsupported(precision: str, hardware: Hardware, model: torch.nn.Module) -> None:
+    """Refuses, in one line, bf16 for a model with an LSTM on a CPU without bf16 instructions: oneDNN has no bf16
+    LSTM kernel there, and the first step would end in its 'could not create a primitive descriptor'."""
+    native = BF16_CPU_FLAGS & hardware.cpu_flags
+    if precision == "bf16-mixed" and hardware.device == "cpu" and not native and any(
+            isinstance(module, torch.nn.LSTM) for module in model.modules()):
+        raise ConfigError("train.precision: bf16-mixed, but this CPU has no bf16 instructions (avx512_bf16 or "
+                          "amx_bf16) and oneDNN has no bf16 LSTM kernel for it; set train.precision: auto (fp32 here) "
+                          "or 32-true")
 
 
 class BF16Autocast(MixedPrecision):

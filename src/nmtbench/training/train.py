@@ -9,7 +9,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint, TQDMProgressBar
+from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint, Timer, TQDMProgressBar
 from lightning.pytorch.utilities import rank_zero_only
 
 from nmtbench.config import ConfigError, Params
@@ -22,11 +22,16 @@ from nmtbench.provenance import stamp
 from nmtbench.runs import RunPaths
 from nmtbench.tracking import finish_run, make_wandb_logger, run_tags
 from nmtbench.training.allocator import reuse_freed_memory
-from nmtbench.training.budget import ValidateLastStep, budget_limits
+from nmtbench.training.budget import FlopBudget, ValidateLastStep, budget_limits
 from nmtbench.training.checkpoints import AtomicCheckpointIO, average_state_dicts, resumable_checkpoint
 from nmtbench.training.curves import LearningCurve, ValidationBleu
 from nmtbench.training.module import TranslationModule
-from nmtbench.training.precision import detect_hardware, precision_plugin, resolve_precision
+from nmtbench.training.precision import (
+    detect_hardware,
+    precision_plugin,
+    refuse_unsupported,
+    resolve_precision,
+)
 
 # train.early_stopping_metric -> the logged metric that early stopping and the best checkpoint follow
 BEST = {"loss": ("val/loss", "min"), "bleu": ("val/bleu", "max")}
@@ -94,10 +99,13 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
         val = load_tokenized(tokenized_dir, ("val",))["val"]
         val = val.select(range(min(cfg.val_bleu_sentences or len(val), len(val))))
         callbacks.append(ValidationBleu(Tokenizer(tokenized_dir), list(val["src_ids"]), list(val["tgt"])))
+    early_stopping = None
     if cfg.early_stopping_patience:
-        callbacks.append(EarlyStopping(monitor=monitor, mode=mode, patience=cfg.early_stopping_patience))
+        early_stopping = EarlyStopping(monitor=monitor, mode=mode, patience=cfg.early_stopping_patience)
+        callbacks.append(early_stopping)
     hardware = detect_hardware(cfg.accelerator)
     precision = resolve_precision(cfg.precision, hardware)
+    refuse_unsupported(precision, hardware, module.model)
     trainer = L.Trainer(
         accelerator=cfg.accelerator, devices=cfg.devices, num_nodes=cfg.num_nodes, strategy=cfg.strategy,
         deterministic=cfg.deterministic,
@@ -112,6 +120,8 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
     # Lightning warns that a mid-epoch resume repeats the epoch's batches unless the loader is stateful;
     # here the data module restores the position (TranslationData.state_dict), so the warning is wrong
     warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
+    # the module's on_before_batch_transfer (the source lengths on the host) is meant, not the data module's
+    warnings.filterwarnings("ignore", message="You have overridden `on_before_batch_transfer` in `LightningModule`")
     if resume_from:  # and that the folder is not empty: it holds the run's own unfinished/ (a foreign one was set
         # aside above); a fresh run over an earlier run's best.ckpt still gets the warning
         warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
@@ -135,6 +145,7 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
         "target_tokens": module.target_tokens,
         "train_flops": flop_budget.spent,
         "precision": precision,
+        "stopped_by": stopped_by(trainer, early_stopping, flop_budget),
     }
     if not trainer.is_global_zero:  # with data parallelism, one process writes the results
         return metrics
@@ -149,6 +160,21 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
         finish_run(logger, metrics, provenance)
     shutil.rmtree(unfinished, ignore_errors=True)  # finished: nothing left to resume
     return metrics
+
+
+def stopped_by(trainer: L.Trainer, early_stopping: EarlyStopping | None, flop_budget: FlopBudget) -> str:
+    """Why the run ended: early_stopping (patience spent), budget (its FLOPs or time), max_steps or max_epochs;
+    interrupted where none of them holds (a run stopped from outside, e.g. by a signal)."""
+    if early_stopping is not None and early_stopping.wait_count >= early_stopping.patience:
+        return "early_stopping"
+    timer = next((callback for callback in trainer.callbacks if isinstance(callback, Timer)), None)
+    if flop_budget.exhausted or (timer is not None and timer.time_remaining() <= 0):
+        return "budget"
+    if 0 < trainer.max_steps <= trainer.global_step:
+        return "max_steps"
+    if trainer.max_epochs is not None and trainer.current_epoch >= trainer.max_epochs:
+        return "max_epochs"
+    return "interrupted"
 
 
 def average_into_best(snapshots: ModelCheckpoint, best_path: str) -> list[int]:
