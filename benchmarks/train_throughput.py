@@ -124,6 +124,7 @@ class Steps:
     def __call__(self, batches: list[dict], precision: str) -> None:
         plugin = precision_plugin(precision, "cpu")
         for batch in batches:
+            batch = self.module.on_before_batch_transfer(batch, 0)  # as Lightning calls it before each step
             with plugin.forward_context():
                 loss, _, _ = self.module.loss(batch)
             loss.backward()

@@ -58,7 +58,7 @@ def test_the_default_params_file_stays_the_default(tmp_path, monkeypatch, capsys
      "models.transformer.tie_embeddings: 'maybe' is not valid; choose one of all, source_target, target_output, none"),
     ({"models": {"cnn": {"family": "no_such_module:Model"}}},
      "models.cnn.family: cannot import no_such_module (No module named 'no_such_module'); put its folder on "
-     "PYTHONPATH or install it, or choose one of rnn, transformer, decoder_only, cnn, hybrid"),
+     "PYTHONPATH or install it, or choose one of cnn, decoder_only, hybrid, rnn, transformer"),
     ({"models": {"hybrid_lstm_transformer": {"encoder": {"family": "decoder_only"}}}},
      "models.hybrid_lstm_transformer.encoder.family: decoder_only has no separate encoder and decoder"),
     ({"tokenize": {"joint": False}, "models": {"rnn": {"tie_embeddings": "source_target"}}},

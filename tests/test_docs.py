@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nmtbench.models.hybrid import HALVES
+from nmtbench.models.family import with_halves
 from nmtbench.models.registry import build_model
 from nmtbench.models.vocabulary import Vocab
 
@@ -256,7 +256,7 @@ CORNERS = {"transformer": "transformer", "rnn": "lstm_attention_general", "cnn":
 
 def grid_half(models: dict, family: str, side: str) -> dict:
     """The encoder or decoder half of family's grid model (CORNERS), as a hybrid's block names it."""
-    half = HALVES[family][1 if side == "encoder" else 2]
+    half = with_halves()[family].encoder if side == "encoder" else with_halves()[family].decoder
     read = half.encoder_keys if side == "encoder" else half.decoder_keys
     return {"family": family, **{key: value for key, value in models[CORNERS[family]].items() if key in read}}
 

@@ -29,6 +29,8 @@ FAMILIES = {  # one tiny model of every family
     "tiny_rnn": {"family": "rnn", "cell": "lstm", "attention": "dot", "embed_dim": 12, "hidden_dim": 16},
     "tiny_cnn": {"family": "cnn", "embed_dim": 12, "channels": 16, "kernel": 3},
     "tiny_decoder_only": {"family": "decoder_only", "d_model": 16, "heads": 2, "layers": 1, "d_ff": 32},
+    "tiny_hybrid": {"family": "hybrid", "encoder": {"family": "rnn", "embed_dim": 16, "hidden_dim": 16},
+                    "decoder": {"family": "transformer", "d_model": 16, "heads": 2, "layers": 1, "d_ff": 32}},
 }
 
 
@@ -100,10 +102,11 @@ class NoSyncInSteps(L.Callback):
 
 
 @pytest.mark.parametrize("precision", ["32-true", "bf16-mixed"])
-def test_training_steps_never_wait_for_the_gpu(project, precision):
+@pytest.mark.parametrize("name", FAMILIES)
+def test_training_steps_never_wait_for_the_gpu(project, name, precision):
     cfg = project.train
     vocab = read_vocab(Path("data/tokenized"))
-    module = TranslationModule("tiny", FAMILIES["tiny"], vocab, cfg.model_dump(), 42)
+    module = TranslationModule(name, FAMILIES[name], vocab, cfg.model_dump(), 42)
     guard = NoSyncInSteps()
     trainer = L.Trainer(accelerator="gpu", devices=1, precision=precision, max_steps=6, limit_val_batches=0,
                         gradient_clip_val=cfg.gradient_clip_val, callbacks=[guard], logger=False,

@@ -1,4 +1,9 @@
 """Properties every registered model must have, checked on tiny sizes for each variant at once."""
+import copy
+import json
+import pickle
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -15,17 +20,23 @@ from helpers.models import (
     TRANSFORMER,
     V_SOURCE,
     V,
+    attends,
     make_tiny_model,
 )
 from nmtbench.config import ConfigError
 from nmtbench.decoding.search import greedy
 from nmtbench.models.attention import ATTENTION_KINDS
-from nmtbench.models.hybrid import HALVES, PAIRS
+from nmtbench.models.family import TABLE, Family, register, with_halves
+from nmtbench.models.hybrid import halves, pair_class
+from nmtbench.models.interface import DecoderState
 from nmtbench.models.registry import FAMILIES, build_model
 from nmtbench.models.transformer import NORMS, POSITIONS, SELF_ATTENTION
-from nmtbench.models.vocabulary import Vocab
+from nmtbench.models.vocabulary import ModelConfig, Vocab, VocabularySeq2Seq
 
-ATTENTIVE = [name for name, block in TINY_VARIANTS.items() if block.get("attention", "dot") != "none"]
+HALVES = with_halves()
+PAIRS = {(encoder, decoder): pair_class(HALVES[encoder], HALVES[decoder]) for encoder in HALVES for decoder in HALVES
+         if encoder != decoder}  # every hybrid pair of the built-in families, derived from the family table
+ATTENTIVE = [name for name in TINY_VARIANTS if attends(name)]
 
 
 def batch(seed=1):
@@ -130,7 +141,7 @@ def test_bidirectional_encoder_sees_the_future_and_unidirectional_does_not():
 
 @pytest.mark.parametrize("block, message", [
     ({"family": "lstm"},
-     "models.bad.family: 'lstm' is not valid; choose one of rnn, transformer, decoder_only, cnn, hybrid"),
+     "models.bad.family: 'lstm' is not valid; choose one of cnn, decoder_only, hybrid, rnn, transformer"),
     ({"family": "rnn", "cell": "elman"}, "models.bad.cell: 'elman' is not valid; choose one of rnn, gru, lstm"),
     ({"family": "rnn", "attention": "luong"}, "choose one of none, dot, general, reduced_rank, additive"),
     ({"family": "transformer", "positions": "rotary"}, "choose one of sinusoidal, learned, relative"),
@@ -159,20 +170,27 @@ def test_bidirectional_encoder_sees_the_future_and_unidirectional_does_not():
      "models.bad.attentional_dim: 20 is not embed_dim (256), but tie_embeddings target_output makes the output"),
     ({"family": "rnn", "layers": "two"}, "models.bad.layers: expected int, got 'two'"),
     ({"family": "hybrid", "encoder": {"family": "decoder_only"}, "decoder": DECODERS["rnn"]},
-     "models.bad.encoder.family: decoder_only has no separate encoder and decoder (the source is the prompt of its "
-     "one stack); choose one of rnn, transformer, cnn, or family: decoder_only for the whole model"),
+     "models.bad.encoder.family: decoder_only has no separate encoder and decoder (one stack reads the source and "
+     "writes the target); choose one of cnn, rnn, transformer, or family: decoder_only for the whole model"),
     ({"family": "hybrid", "encoder": ENCODERS["cnn"], "decoder": {"family": "bag_gru:BagGRU"}},
-     "models.bad.decoder.family: 'bag_gru:BagGRU' is not valid; choose one of rnn, transformer, cnn"),
+     "models.bad.decoder.family: 'bag_gru:BagGRU' is not valid; choose one of cnn, rnn, transformer"),
     ({"family": "hybrid", "encoder": ENCODERS["rnn"]},
-     "models.bad.decoder.family: None is not valid; choose one of rnn, transformer, cnn"),
+     "models.bad.decoder.family: None is not valid; choose one of cnn, rnn, transformer"),
     ({"family": "hybrid", "encoder": ENCODERS["transformer"], "decoder": DECODERS["transformer"]},
      "models.bad.decoder.family: transformer is the encoder's family too, which is family: transformer itself; "
-     "choose one of rnn, cnn, or family: transformer"),
+     "choose one of cnn, rnn, or family: transformer"),
+    ({"family": "hybrid", "encoder": ENCODERS["cnn"], "decoder": {**DECODERS["rnn"], "init_hidden": "last"}},
+     "models.bad.decoder.init_hidden: last takes a recurrent encoder's final state, which a cnn encoder does not "
+     "have; choose bridge (learned from the mean of its states) or zero"),
+    ({"family": "rnn", "init_hidden": "first"},
+     "models.bad.init_hidden: 'first' is not valid; choose one of last, bridge, zero"),
+    ({"family": "rnn", "init_hidden": "zero", "attention": "none"},
+     "models.bad.init_hidden: zero with attention none leaves the decoder no way to the source"),
     ({"family": "hybrid", "encoder": ENCODERS["cnn"], "decoder": {**DECODERS["rnn"], "attention": "none"}},
      "models.bad.decoder.attention: none leaves a recurrent decoder after a cnn encoder no way to the source"),
     ({"family": "hybrid", "encoder": ENCODERS["transformer"], "decoder": {**DECODERS["rnn"], "bidirectional": True}},
      "models.bad.decoder.bidirectional: not a key of the rnn family's decoder; remove it (it reads cell, layers, "
-     "embed_dim, hidden_dim, attention, attention_rank, input_feeding, attentional_dim)"),
+     "embed_dim, hidden_dim, attention, attention_rank, input_feeding, attentional_dim, init_hidden)"),
     ({"family": "hybrid", "encoder": {**ENCODERS["transformer"], "decoder_window": 2}, "decoder": DECODERS["cnn"]},
      "models.bad.encoder.decoder_window: not a key of the transformer family's encoder"),
     ({"family": "hybrid", "encoder": {**ENCODERS["rnn"], "dropout": 0.3}, "decoder": DECODERS["cnn"]},
@@ -325,9 +343,9 @@ def test_a_hybrid_holds_its_halves_layers_as_their_families_name_them():
     for name in (f"hybrid_{encoder}_{decoder}" for encoder, decoder in PAIRS):
         hybrid = make_tiny_model(name)
         families = {}
-        for side, halves in (("encoder", ENCODERS), ("decoder", DECODERS)):
+        for side, named in (("encoder", ENCODERS), ("decoder", DECODERS)):
             block = HYBRIDS[name][side]
-            families |= {key: value.shape for key, value in build_model(side, {**halves[block["family"]]},
+            families |= {key: value.shape for key, value in build_model(side, {**named[block["family"]]},
                                                                          Vocab.of(V, pad_id=PAD)).state_dict().items()}
         own = {key: value.shape for key, value in hybrid.state_dict().items()
                if key not in vocabulary and not key.startswith("memory_projection.")}
@@ -352,6 +370,23 @@ def test_every_half_reads_embeddings_at_its_own_familys_scale():
             assert abs(float((read * scale).std()) - 1.0) < 0.05, (pair.__name__, side)
 
 
+def test_every_decoder_half_scores_at_its_own_familys_scale():
+    """A unit decoder half (recurrent, convolutional) whose output layer is the target embedding, in a pair with a
+    Transformer encoder, reads that scaled-drawn matrix at its unit scale: its scores over the same inputs spread as
+    its own family's do. Read as drawn they were 16 times narrower, and the Transformer-encoder hybrid barely
+    learned (docs/results/2026-11-26-halves-converged-cpu.md)."""
+    vocab = Vocab(source=4000, target=4000, joint=True, pad_id=PAD)
+    torch.manual_seed(0)
+    x = torch.randn(64, 16)  # decoder outputs (B, 16): every tiny decoder half's output width
+    for (encoder, decoder), pair in PAIRS.items():
+        torch.manual_seed(0)
+        hybrid = build_model("hybrid", {"family": "hybrid", "encoder": ENCODERS[encoder], "decoder": DECODERS[decoder]},
+                             vocab)
+        own = build_model(decoder, DECODERS[decoder], vocab)
+        ratio = float(hybrid.logits(x).std() / own.logits(x).std())
+        assert abs(ratio - 1.0) < 0.1, (pair.__name__, ratio)
+
+
 def test_every_encoder_with_every_decoder_is_a_tested_variant():
     """The diagonal pairs are the families themselves; the others are hybrids, each in TINY_VARIANTS."""
     pairs = {(block["encoder"]["family"], block["decoder"]["family"]) for block in TINY_VARIANTS.values()
@@ -361,7 +396,9 @@ def test_every_encoder_with_every_decoder_is_a_tested_variant():
     halves = [block[side] for block in HYBRIDS.values() for side in ("encoder", "decoder")]
     assert {half.get("cell", "lstm") for half in halves if half["family"] == "rnn"} == {"rnn", "gru", "lstm"}
     assert {block["decoder"].get("attention") for block in HYBRIDS.values()
-            if block["decoder"]["family"] == "rnn"} == {"dot", "general", "additive"}
+            if block["decoder"]["family"] == "rnn"} == {"dot", "general", "additive", "none"}
+    assert {block["decoder"].get("init_hidden") for block in HYBRIDS.values()
+            if block["decoder"]["family"] == "rnn"} == {None, "bridge"}
     assert {half.get("positions", "sinusoidal") for half in halves if half["family"] == "transformer"} == set(POSITIONS)
 
 
@@ -382,3 +419,115 @@ def test_the_shared_tests_cover_every_family_and_option():
     assert {b.get("self_attention", "full") for b in transformers} == set(SELF_ATTENTION)
     assert {b.get("linformer_sharing") for b in transformers} >= {"none", "layerwise"}
     assert any(b.get("decoder_window") for b in transformers)
+
+
+def test_every_models_checkpoint_names_and_shapes_are_those_it_always_had():
+    """The family table builds every variant with the parameters it had before the table existed (recorded in
+    fixtures/state_dict_keys.json), so every checkpoint trained then still loads."""
+    recorded = json.loads((Path(__file__).parent / "fixtures" / "state_dict_keys.json").read_text())
+    for name, keys in recorded.items():
+        built = {key: list(value.shape) for key, value in make_tiny_model(name).state_dict().items()}
+        assert built == keys, name
+
+
+@pytest.mark.parametrize("name", [name for name, block in TINY_VARIANTS.items() if block["family"] == "hybrid"])
+def test_a_hybrid_survives_pickling_and_copying(name):
+    """A pair's class is made from the family table, not written in a module; pickle and deepcopy rebuild it."""
+    model, src = make_tiny_model(name), torch.tensor([[5, 6, 7, 8], [9, 10, 0, 0]])
+    for copied in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
+        assert type(copied) is type(model) and type(copied).__name__ == type(model).__name__
+        assert torch.equal(copied(src, src != PAD, src[:, :3]), model(src, src != PAD, src[:, :3]))
+
+
+class BagConfig(ModelConfig):
+    """A family for the test below: the mean of the embeddings, no order, no attention."""
+    embed_dim: int = 16
+    dropout: float = 0.0
+
+
+class BagEncoder(VocabularySeq2Seq):
+    encoder_keys = ("embed_dim",)
+
+    @staticmethod
+    def source_width(cfg):
+        return cfg.embed_dim
+
+    @staticmethod
+    def memory_width(cfg):
+        return cfg.embed_dim
+
+    def build_encoder(self, cfg):
+        self.bag = torch.nn.Linear(cfg.embed_dim, cfg.embed_dim)
+
+    def encode(self, src, src_mask):
+        return {"enc": self.bag(self.embed_source(src))}  # (B, S, E)
+
+
+class BagDecoder(VocabularySeq2Seq):
+    decoder_keys = ("embed_dim",)
+
+    @staticmethod
+    def target_width(cfg):
+        return cfg.embed_dim
+
+    @staticmethod
+    def attended_width(cfg):
+        return cfg.embed_dim
+
+    @staticmethod
+    def output_width(cfg):
+        return cfg.embed_dim
+
+    def build_decoder(self, cfg):
+        pass
+
+    def init_state(self, memory, src_mask):
+        mask = src_mask.unsqueeze(-1).float()
+        return DecoderState({"source": (memory["enc"] * mask).sum(1, keepdim=True) / mask.sum(1, keepdim=True)})
+
+    def teacher_forced(self, memory, src_mask, tgt_in):
+        return self.output(self.embed_target(tgt_in) + self.init_state(memory, src_mask).tensors["source"])
+
+    def decode_step(self, state, y_prev):
+        x = self.embed_target(y_prev) + state.tensors["source"][:, 0]  # (B, E)
+        return torch.log_softmax(self.output(x), dim=-1), DecoderState(state.tensors, state.step + 1)
+
+
+class BagSeq2Seq(BagEncoder, BagDecoder):
+    def __init__(self, cfg, vocab):
+        super().__init__()
+        self.cfg = cfg
+        self.build_embeddings(vocab, cfg.embed_dim, cfg.tie_embeddings)
+        self.build_encoder(cfg)
+        self.build_decoder(cfg)
+        self.build_output(vocab, cfg.embed_dim)
+
+
+@pytest.fixture
+def bag_family():
+    """The bag family, one entry in the family table for the length of a test."""
+    yield register(Family("bag", BagConfig, BagSeq2Seq, BagEncoder, BagDecoder, mechanism="convolution"))
+    TABLE.pop("bag")
+
+
+def test_a_new_family_is_one_entry_and_pairs_with_every_other_half(bag_family):
+    """Registered, the family builds as a model, each of its halves pairs with every other family's, a pair's class
+    is named after its halves, and the hybrids' tables (halves) and the verdict's mechanisms read it."""
+    bag = {"family": "bag", "embed_dim": 16}
+    src, vocab = torch.tensor([[5, 6, 7, 8], [9, 10, 0, 0]]), Vocab.of(V, pad_id=PAD)
+    assert build_model("bag", bag, vocab)(src, src != PAD, src[:, :3]).shape == (2, 3, V)
+    others = [family for family in with_halves() if family != "bag"]
+    assert others == ["cnn", "rnn", "transformer"]
+    for other in others:
+        for encoder, decoder in ((bag, DECODERS[other]), (ENCODERS[other], bag)):
+            block = {"family": "hybrid", "encoder": encoder, "decoder": decoder, "dropout": 0.0}
+            model = build_model("pair", block, vocab).eval()
+            assert model(src, src != PAD, src[:, :3]).shape == (2, 3, V)
+            assert len(greedy(model, src, src != PAD, BOS, EOS, torch.tensor([4, 4]))) == 2
+            assert halves(block)[0][0] == encoder["family"] and halves(block)[1][0] == decoder["family"]
+            assert type(pickle.loads(pickle.dumps(model))) is type(model)
+    named = {other: type(build_model("pair", {"family": "hybrid", "encoder": bag, "decoder": DECODERS[other]},
+                                     vocab)).__name__ for other in others}
+    assert named == {"cnn": "BagConv", "rnn": "BagRecurrent", "transformer": "BagTransformer"}
+    with pytest.raises(ConfigError, match="choose one of bag, cnn, decoder_only, hybrid, rnn, transformer"):
+        build_model("bad", {"family": "sack"}, vocab)

@@ -1,6 +1,13 @@
-import pytest
+import sys
 
-from nmtbench.training.module import cosine_schedule, inverse_sqrt_schedule
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+
+from helpers.models import PAD, SEPARATE, TINY_VARIANTS, V_SOURCE, V
+from nmtbench.config import TrainConfig
+from nmtbench.data.batching import PairDataset
+from nmtbench.training.module import TranslationModule, cosine_schedule, inverse_sqrt_schedule
 
 
 def test_inverse_sqrt_warms_up_linearly_then_decays():
@@ -15,3 +22,38 @@ def test_cosine_warms_up_then_reaches_zero_at_the_last_step():
     assert [factor(0), factor(1)] == [0.5, 1.0]
     assert factor(5) == pytest.approx(0.5)  # half way from step 2 to step 10
     assert factor(9) == pytest.approx(0.0) and factor(20) == pytest.approx(0.0)
+
+
+class HostReads(TorchFunctionMode):
+    """Records every read of a tensor's value by the host: on a GPU each one waits for the device to catch up."""
+
+    READS = {torch.Tensor.cpu, torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.numpy, torch.Tensor.__bool__,
+             torch.Tensor.__int__, torch.Tensor.__float__, torch.Tensor.__index__}
+    # where torch reads a tensor it keeps on the host whatever the device: a packed sequence's batch sizes
+    OF_HOST_TENSORS = {"get_expected_hidden_size"}
+
+    def __init__(self):
+        super().__init__()
+        self.reads = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in self.READS and sys._getframe(1).f_code.co_name not in self.OF_HOST_TENSORS:
+            self.reads.append(func.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("name", sorted(TINY_VARIANTS))
+def test_a_training_step_reads_nothing_back_from_the_device(name):
+    """Forward, loss and backward of every variant without one host read (the GPU lane checks the same on a GPU
+    with torch.cuda's sync debug mode; this CPU check catches the code that would trip it)."""
+    src_ids, tgt_ids = [[5, 6, 7, 8, 9], [10, 11], [12, 13, 14]], [[6, 7, 8], [9, 10, 11, 12], [13]]
+    batch = PairDataset.from_lists(src_ids, tgt_ids)[[0, 1, 2]]
+    module = TranslationModule(name, TINY_VARIANTS[name], {"size": V_SOURCE if name in SEPARATE else V, "pad": PAD,
+                                                         **({"target_size": V} if name in SEPARATE else {})},
+                               TrainConfig().model_dump())
+    assert batch["src_lengths"] == [5, 2, 3]
+    batch = module.on_before_batch_transfer(batch, 0)  # on the host, before Lightning moves the batch
+    with HostReads() as reads:
+        loss, _, _ = module.loss(batch)
+        loss.backward()
+    assert reads.reads == []

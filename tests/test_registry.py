@@ -74,12 +74,12 @@ def test_an_own_class_is_built_with_its_config_validated_like_a_builtin(own_modu
 
 @pytest.mark.parametrize("family, error", [
     ("no_such_module:Model", "models.m.family: cannot import no_such_module (No module named 'no_such_module'); put "
-                             "its folder on PYTHONPATH or install it, or choose one of rnn, transformer"),
+                             "its folder on PYTHONPATH or install it, or choose one of cnn, decoder_only, hybrid"),
     ("own_models:Missing", "models.m.family: Missing in own_models is not found; name a Seq2Seq subclass"),
     ("own_models:NotAModel", "NotAModel in own_models is not a subclass of nmtbench.models.interface.Seq2Seq"),
     ("own_models:NoConfig", "models.m.family: own_models:NoConfig declares no config class; set its class attribute "
                             "config_class to a subclass of nmtbench.config.Block"),
-    ("lstm", "models.m.family: 'lstm' is not valid; choose one of rnn, transformer, decoder_only, cnn"),
+    ("lstm", "models.m.family: 'lstm' is not valid; choose one of cnn, decoder_only, hybrid, rnn, transformer"),
 ])
 def test_a_bad_family_is_refused_in_one_line(own_module, family, error):
     with pytest.raises(ConfigError) as refused:

@@ -3,7 +3,7 @@ import itertools
 import pytest
 import torch
 
-from helpers.models import BOS, EOS, PAD, TINY_VARIANTS, make_tiny_model
+from helpers.models import BOS, EOS, PAD, TINY_VARIANTS, attends, make_tiny_model
 from nmtbench.decoding.search import _banned_ngram_tokens, beam_search, greedy, length_penalty, max_lengths
 from nmtbench.models.registry import build_model
 from nmtbench.models.vocabulary import Vocab
@@ -202,7 +202,7 @@ def test_greedy_collects_the_attention_of_every_step(name):
     budget = max_lengths(mask, 2.0, 3)
     attention = [[] for _ in rows]
     outputs = greedy(model, src, mask, BOS, EOS, budget, attention)
-    if TINY_VARIANTS[name].get("attention") == "none":
+    if not attends(name):
         assert attention == [[] for _ in rows]
         return
     for row, tokens, weights, steps in zip(rows, outputs, attention, budget.tolist()):

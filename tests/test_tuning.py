@@ -177,6 +177,9 @@ def test_tuning_never_opens_a_test_split(project):
      "tune.space: no search space for family transformer (models.tiny), and no one range of lr that every family "
      "shares; add tune.space.transformer"),
     ({}, "tune.space: no search space for family transformer (models.tiny), and no one range of lr"),
+    ({"transformer": SPACE, "lstm": SPACE},
+     "tune.space.lstm: not a family; name one of cnn, decoder_only, hybrid, rnn, transformer, or an own model's "
+     "package.module:Class"),
 ])
 def test_a_space_that_does_not_fit_the_model_is_refused_in_one_line(project, space, message):
     params = set_tune(project, space=space)

@@ -48,6 +48,14 @@ HYBRIDS = {
                                              "encoder": {**ENCODERS["rnn"], "cell": "gru", "bidirectional": False},
                                              "decoder": {**DECODERS["transformer"], "positions": "relative",
                                                          "relative_clip": 3}},
+    # the recurrent decoder's starts after another family's encoder: a bridge from the memory, with attention and
+    # with none (the bridge then being its only way to the source)
+    "hybrid_transformer_lstm_bridge": {"family": "hybrid", "dropout": 0.0, "encoder": ENCODERS["transformer"],
+                                       "decoder": {**DECODERS["rnn"], "init_hidden": "bridge"}},
+    "hybrid_cnn_gru_bridge_no_attention": {"family": "hybrid", "dropout": 0.0, "encoder": ENCODERS["cnn"],
+                                           "decoder": {"family": "rnn", "cell": "gru", "embed_dim": 16,
+                                                       "hidden_dim": 16, "attention": "none", "layers": 2,
+                                                       "init_hidden": "bridge"}},
     "hybrid_cnn_transformer_target_output": {"family": "hybrid", "tie_embeddings": "target_output", "dropout": 0.0,
                                              "encoder": {**ENCODERS["cnn"], "embed_dim": 12, "encoder_layers": 3},
                                              "decoder": {**DECODERS["transformer"], "norm": "pre"}},
@@ -57,6 +65,8 @@ TINY_VARIANTS = {
        for cell in ("rnn", "gru", "lstm") for attention in ("none", "dot", "general", "reduced_rank", "additive")},
     "lstm_uni_no_feeding": {**RNN, "bidirectional": False, "input_feeding": False, "layers": 2},
     "gru_additive_2layers": {**RNN, "cell": "gru", "layers": 2},
+    "lstm_general_bridge": {**RNN, "attention": "general", "init_hidden": "bridge", "layers": 2},
+    "lstm_general_zero": {**RNN, "attention": "general", "init_hidden": "zero"},
     "transformer_post": TRANSFORMER,
     "transformer_pre": {**TRANSFORMER, "norm": "pre"},
     "transformer_learned": {**TRANSFORMER, "positions": "learned", "max_positions": 32},
@@ -98,6 +108,12 @@ TINY_VARIANTS = {
 SEPARATE = {"gru_additive_untied", "rnn_none_separate", "transformer_untied", "decoder_only_separate",
             "decoder_only_untied", "cnn_untied", "own_bag_gru_separate", "hybrid_transformer_gru_untied",
             "hybrid_cnn_transformer_target_output"}
+
+
+def attends(name) -> bool:
+    """Whether the variant's decoder attends to the source (a recurrent one may not; a hybrid's decoder says)."""
+    block = TINY_VARIANTS[name]
+    return (block["decoder"] if block["family"] == "hybrid" else block).get("attention", "dot") != "none"
 
 
 def tiny_vocab(name) -> Vocab:

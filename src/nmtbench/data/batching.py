@@ -68,6 +68,7 @@ class PairDataset(torch.utils.data.Dataset):
             "index": torch.tensor(indices),
             "src": padded_src,
             "src_mask": padded_src != PAD,
+            "src_lengths": src_lens.tolist(),  # a host list, never moved to the GPU: what a recurrent encoder packs by
             "tgt_in": pad_flat(tgt, tgt_lens, first=BOS),  # (B, T)
             "tgt_out": pad_flat(tgt, tgt_lens, last=EOS),  # (B, T)
         }

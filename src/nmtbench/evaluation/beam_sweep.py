@@ -35,9 +35,9 @@ def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out
         for alpha, beam in settings:
             decode = params.evaluate.model_copy(update={"beam": beam, "alpha": alpha})
             progress.set_postfix_str(f"beam {beam}, alpha {alpha:g}")
-            started = time.perf_counter()
+            decoding = time.perf_counter()  # not `started`, the whole sweep's, which provenance's wall time reads
             found = Translator(model, tokenizer, decode).translate_ids(sources, progress=progress)
-            seconds = time.perf_counter() - started
+            seconds = time.perf_counter() - decoding
             hypotheses = [tokenizer.decode(hyps[0].tokens) for hyps in found]
             scores = score(hypotheses, references, params.data.tgt_lang, params.data.tokenized)
             rows.append({"beam": beam, "alpha": alpha, "bleu": scores["bleu"], "chrf": scores["chrf"],

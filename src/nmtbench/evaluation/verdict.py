@@ -16,12 +16,12 @@ import itertools
 
 from nmtbench.config import CompareConfig
 from nmtbench.evaluation.significance import bleu_difference
+from nmtbench.models.family import MECHANISMS
 from nmtbench.models.hybrid import halves
+from nmtbench.models.registry import FAMILIES
 
 # the words of every verdict: the published findings' here, the textbook claims' (analysis.claims)
 HOLDS, CAVEAT, FAILS = "holds", "holds with a caveat", "does not hold here"
-TRANSFORMER_FAMILIES = ("transformer", "decoder_only")  # the Transformer variants of the main contrasts
-MECHANISMS = {"transformer": "self-attention", "rnn": "recurrence", "cnn": "convolution"}  # a half's, in this order
 SIDES = ("encoder", "decoder")
 FINDINGS = {
     "domhan": "Domhan (ACL 2018), How Much Attention Do You Need?: self-attention matters more in the encoder than "
@@ -42,10 +42,10 @@ def contrasts(models: dict, blocks: dict[str, dict], baseline: str) -> list[tupl
         return max(names, key=on_val) if names else None
 
     models = {name: row for name, row in models.items() if name in blocks}  # outside systems answer no contrast
-    rnns = [name for name in models if blocks[name].get("family") == "rnn"]
+    rnns = [name for name in models if mechanism(blocks[name]) == "recurrence"]
     attention = best([name for name in rnns if blocks[name].get("attention", "none") != "none"])
     plain = best([name for name in rnns if blocks[name].get("attention", "none") == "none"])
-    transformers = [name for name in models if blocks[name].get("family") in TRANSFORMER_FAMILIES]
+    transformers = [name for name in models if mechanism(blocks[name]) == "self-attention"]
     reference = baseline if baseline in transformers else (transformers[0] if transformers else None)
     found = [("attention vs none within the RNNs", attention, plain),
              ("best attention RNN vs best Transformer", attention, best(transformers)),
@@ -55,18 +55,24 @@ def contrasts(models: dict, blocks: dict[str, dict], baseline: str) -> list[tupl
 
 def side_contrasts(models: dict, blocks: dict[str, dict]) -> list[tuple[str, str, str, str]]:
     """(side, question, model, other) for every two models of the grid that share one half exactly and differ in
-    the other half's family; model holds the mechanism listed first in MECHANISMS (self-attention first)."""
+    the other half's mechanism; model holds the mechanism listed first in MECHANISMS (self-attention first)."""
     found = {name: pair for name in models if name in blocks and (pair := halves(blocks[name]))}
-    order, rows = list(MECHANISMS), []
+    rows = []
     for index, side in enumerate(SIDES):
         fixed = 1 - index
         for a, b in itertools.permutations(found, 2):
-            (family_a, _), (family_b, _) = found[a][index], found[b][index]
-            if found[a][fixed] == found[b][fixed] and order.index(family_a) < order.index(family_b):
-                question = (f"{side}: {MECHANISMS[family_a]} vs {MECHANISMS[family_b]}, the {SIDES[fixed]} fixed "
-                            f"({MECHANISMS[found[a][fixed][0]]})")
+            held = [FAMILIES[found[model][index][0]].mechanism for model in (a, b)]
+            if found[a][fixed] == found[b][fixed] and MECHANISMS.index(held[0]) < MECHANISMS.index(held[1]):
+                question = (f"{side}: {held[0]} vs {held[1]}, the {SIDES[fixed]} fixed "
+                            f"({FAMILIES[found[a][fixed][0]].mechanism})")
                 rows.append((side, question, a, b))
     return rows
+
+
+def mechanism(block: dict) -> str | None:
+    """What a model block's family stands for (Family.mechanism); None for a hybrid or an own model."""
+    family = FAMILIES.get(block.get("family"))
+    return family.mechanism if family else None
 
 
 def verdict(models: dict, blocks: dict[str, dict], seeds: list[int], baseline: str, translations: dict,
@@ -101,9 +107,10 @@ def two_by_two(blocks: dict[str, dict]) -> dict[str, str] | None:
     """The models of an encoder x decoder 2 x 2 of self-attention (T) and recurrence (R), keyed TT, TR, RT, RR
     (encoder first), each half shared exactly where the 2 x 2 says; None where the grid holds none."""
     found = {name: pair for name, block in blocks.items() if (pair := halves(block))}
+    held = {name: tuple(FAMILIES[family].mechanism for family, _ in pair) for name, pair in found.items()}
     for tr, (attending, recurrent) in found.items():
         for rt, (reading, decoding) in found.items():
-            if (attending[0], recurrent[0], reading[0], decoding[0]) != ("transformer", "rnn", "rnn", "transformer"):
+            if held[tr] + held[rt] != ("self-attention", "recurrence", "recurrence", "self-attention"):
                 continue
             tt = [name for name, pair in found.items() if pair == (attending, decoding)]
             rr = [name for name, pair in found.items() if pair == (reading, recurrent)]

@@ -15,9 +15,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmtbench.config import ConfigError
+from nmtbench.blocks import ConfigError
 from nmtbench.models.attention import attend
 from nmtbench.models.dropout import Dropout
+from nmtbench.models.family import Family, register
 from nmtbench.models.interface import DecoderState
 from nmtbench.models.vocabulary import ModelConfig, Vocab, VocabularySeq2Seq
 
@@ -56,10 +57,11 @@ class ConvPart(VocabularySeq2Seq):
 
     def _conv_embed(self, cfg: ConvConfig, words, tokens, table: nn.Embedding, offset: int = 0):
         """tokens (B, T) of one side (words: embed_source or embed_target), from position offset on."""
-        positions = torch.arange(offset, offset + tokens.size(1), device=tokens.device)
-        if positions[-1] >= cfg.max_positions:
-            raise ValueError(f"sequence of {positions[-1] + 1} tokens exceeds max_positions "
-                             f"{cfg.max_positions}; raise max_positions in the model block")
+        end = offset + tokens.size(1)
+        if end > cfg.max_positions:  # checked on the host: reading positions[-1] back would wait for a GPU
+            raise ValueError(f"sequence of {end} tokens exceeds max_positions {cfg.max_positions}; raise "
+                             "max_positions in the model block")
+        positions = torch.arange(offset, end, device=tokens.device)
         return self.dropout(words(tokens) + table(positions))  # (B, T, E)
 
 
@@ -142,7 +144,7 @@ class ConvDecoder(ConvPart):
         for i, window in enumerate(windows):
             new_windows.append(torch.cat([window, h], dim=2)[:, :, -window.size(2):] if window.size(2) else window)
             h, weights = self._decoder_layer(i, h, g, memory, src_mask, window)
-        return self.output(self.dropout(self.dec_out(h.transpose(1, 2)))), new_windows, weights
+        return self.logits(self.dropout(self.dec_out(h.transpose(1, 2)))), new_windows, weights
 
     def _empty_windows(self, batch: int, like: torch.Tensor):
         cfg = self.decoder_cfg
@@ -180,3 +182,6 @@ class ConvSeq2Seq(ConvEncoder, ConvDecoder):
         self.build_encoder(cfg)
         self.build_decoder(cfg)
         self.build_output(vocab, cfg.embed_dim)
+
+
+FAMILY = register(Family("cnn", ConvConfig, ConvSeq2Seq, ConvEncoder, ConvDecoder, mechanism="convolution"))

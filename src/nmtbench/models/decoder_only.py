@@ -16,8 +16,9 @@ import math
 import torch
 from torch import nn
 
-from nmtbench.config import choice
+from nmtbench.blocks import choice
 from nmtbench.models.dropout import Dropout
+from nmtbench.models.family import Family, register
 from nmtbench.models.interface import DecoderState
 from nmtbench.models.transformer import Layer, TransformerConfig, sinusoids
 from nmtbench.models.vocabulary import Vocab, VocabularySeq2Seq
@@ -53,14 +54,16 @@ class DecoderOnlySeq2Seq(VocabularySeq2Seq):
         for weight in self.vocabulary_weights():
             nn.init.normal_(weight, std=cfg.d_model ** -0.5)
 
-    def _embed(self, tokens, positions, segment: int):
-        """tokens (B, T) of the segment's side at positions (B, T) -> (B, T, d)."""
+    def _embed(self, tokens, positions, segment: int, stream: int | None):
+        """tokens (B, T) of the segment's side at positions (B, T) -> (B, T, d). stream: the longest stream's length
+        where the host knows it (a padded batch is as wide as its longest source); else it is read off the device."""
         words = self.embed_source if segment == self.SOURCE else self.embed_target
         x = words(tokens) * math.sqrt(self.cfg.d_model) + self.segment.weight[segment]
         if self.cfg.positions == "learned":
-            if positions.max() >= self.cfg.max_positions:
-                raise ValueError(f"stream of {positions.max() + 1} tokens exceeds max_positions "
-                                 f"{self.cfg.max_positions}; raise max_positions in the model block")
+            stream = int(positions.max()) + 1 if stream is None else stream
+            if stream > self.cfg.max_positions:
+                raise ValueError(f"stream of {stream} tokens exceeds max_positions {self.cfg.max_positions}; raise "
+                                 "max_positions in the model block")
             x = x + self.position_table(positions)
         else:
             x = x + sinusoids(positions, self.cfg.d_model)
@@ -74,17 +77,19 @@ class DecoderOnlySeq2Seq(VocabularySeq2Seq):
         visible = torch.ones(S, S, dtype=torch.bool, device=src.device) if self.cfg.prefix_attention \
             else order[None, :] <= order[:, None]
         mask = visible[None, None] & src_mask[:, None, None, :]  # (B, 1, S, S)
-        x, cache = self._embed(src, positions, self.SOURCE), []
+        x, cache = self._embed(src, positions, self.SOURCE, S), []
         for layer in self.layers:
             x, kv, _ = layer(x, mask)
             cache.append(kv)
         return {"kv": cache, "length": src_mask.sum(1)}  # length (B,): where the target starts
 
     def _continue(self, memory_kv, length, src_mask, tokens, start: int, need_weights=False):
-        """Target tokens (B, T) at target steps start.. -> hidden (B, T, d), new keys/values, weights."""
+        """Target tokens (B, T) at target steps start.. -> hidden (B, T, d), new keys/values, weights. From step 0
+        the longest source is the mask's width; a decoding step's rows may have lost it (finished hypotheses left)."""
         T = tokens.size(1)
         steps = torch.arange(start, start + T, device=tokens.device)
-        x = self._embed(tokens, length[:, None] + steps[None, :], self.TARGET)
+        stream = src_mask.size(1) + T if start == 0 else None
+        x = self._embed(tokens, length[:, None] + steps[None, :], self.TARGET, stream)
         causal = torch.arange(start + T, device=tokens.device)[None, :] <= steps[:, None]  # (T, start + T)
         mask = torch.cat([src_mask[:, None, :].expand(-1, T, -1), causal[None].expand(len(tokens), -1, -1)], dim=2)
         mask = mask[:, None]  # (B, 1, T, S + start + T)
@@ -108,3 +113,7 @@ class DecoderOnlySeq2Seq(VocabularySeq2Seq):
         # the new cache holds source + prefix; the source part of the mask stays as it was
         state = DecoderState({**s, "kv": tuple(cache)}, state.step + 1, weights.mean(dim=1)[:, 0])
         return torch.log_softmax(self.output(x[:, 0]).float(), dim=-1), state
+
+
+FAMILY = register(Family("decoder_only", DecoderOnlyConfig, DecoderOnlySeq2Seq, mechanism="self-attention",
+                         embeddings="scaled"))

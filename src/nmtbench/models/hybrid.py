@@ -6,38 +6,36 @@ A model block of family `hybrid` names its two halves, each written like a model
     decoder: {family: rnn, cell: lstm, attention: general, embed_dim: 256, hidden_dim: 640}
 
 Each family's file defines its halves (RecurrentEncoder / RecurrentDecoder, TransformerEncoder / TransformerDecoder,
-ConvEncoder / ConvDecoder), and the family itself is the pair of its own two halves; a hybrid is a pair of two
-families' halves, so it runs exactly the layers the families run. Keys that concern the whole model are the
-hybrid's: `tie_embeddings` and `dropout` (one rate for both halves, as in every family).
+ConvEncoder / ConvDecoder) and names them in its entry of the family table (models/family.py); the family itself is
+the pair of its own two halves. A hybrid is a pair of two families' halves, so it runs exactly the layers the
+families run: its class is made from the two entries (pair_class), none is written by hand. Keys that concern the
+whole model are the hybrid's: `tie_embeddings` and `dropout` (one rate for both halves, as in every family).
 
 The projection rule, the one place where the halves meet: the encoder's states (B, S, W_enc) reach the decoder's
 attention at the width the decoder attends at, W_dec (a Transformer's d_model, a recurrent decoder's hidden_dim, a
 convolutional decoder's embed_dim). Equal widths pass unchanged; otherwise one learned linear map
 `memory_projection` (W_dec x W_enc, with a bias) is applied once per sentence. Nothing else crosses: a recurrent
-decoder after another family's encoder starts from zeros (it has no final state to take) and reads the source
-through its attention, so attention none is refused for it; a convolutional decoder uses the states as its
+decoder after another family's encoder has no final state to take; it starts from a bridge learned from the mean
+of the memory (decoder.init_hidden: bridge) or from zeros (zero, the default, which then reads the source through its
+attention alone, so attention none is refused with it); a convolutional decoder uses the states as its
 attention's keys and values (ConvS2S's values add the source embeddings, which only its own encoder keeps).
-Where either half is a Transformer, every vocabulary matrix is drawn as the Transformers draw theirs, and the
-other half reads it times sqrt(width), at the unit scale of its own family's embeddings.
+Where one half's family draws its vocabulary matrices scaled and the other's unit (Family.embeddings: a Transformer
+half with a recurrent or convolutional one), every matrix is drawn scaled, as the Transformers draw theirs, and the
+unit half reads it times sqrt(width), at the unit scale of its own family's embeddings.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
 from torch import nn
 
-from nmtbench.config import Block, ConfigError, choice, from_dict
-from nmtbench.models.cnn import ConvConfig, ConvDecoder, ConvEncoder
+from nmtbench.blocks import Block, ConfigError, choice, from_dict
 from nmtbench.models.dropout import Dropout
-from nmtbench.models.rnn import RecurrentDecoder, RecurrentEncoder, RNNConfig
-from nmtbench.models.transformer import TransformerConfig, TransformerDecoder, TransformerEncoder
+from nmtbench.models.family import TABLE, Family, register, with_halves
 from nmtbench.models.vocabulary import SHARED_EMBEDDING, ModelConfig, Vocab, VocabularySeq2Seq
 
-# family -> (its config, its encoder half, its decoder half)
-HALVES = {"rnn": (RNNConfig, RecurrentEncoder, RecurrentDecoder),
-          "transformer": (TransformerConfig, TransformerEncoder, TransformerDecoder),
-          "cnn": (ConvConfig, ConvEncoder, ConvDecoder)}
 WHOLE = ("tie_embeddings", "dropout")  # the hybrid's own keys, not a half's
 
 
@@ -49,21 +47,20 @@ class HybridConfig(ModelConfig):
     def half(self, side: str, where: str = "models.hybrid") -> Block:
         """The typed config of the encoder or decoder half, refused in one line where it cannot be one."""
         block, model, where = dict(getattr(self, side)), where, f"{where}.{side}"
-        family = block.pop("family", None)
-        if family == "decoder_only":
-            raise ConfigError(f"{where}.family: decoder_only has no separate encoder and decoder (the source is the "
-                              f"prompt of its one stack); choose one of {', '.join(HALVES)}, or family: decoder_only "
+        family, halves = block.pop("family", None), with_halves()
+        if family in TABLE and family not in halves:
+            raise ConfigError(f"{where}.family: {family} has no separate encoder and decoder (one stack reads the "
+                              f"source and writes the target); choose one of {', '.join(halves)}, or family: {family} "
                               "for the whole model")
-        config_cls, *halves = HALVES[choice(f"{where}.family", family, HALVES)]
-        half_cls = halves[side == "decoder"]
-        read = half_cls.decoder_keys if side == "decoder" else half_cls.encoder_keys
+        entry = halves[choice(f"{where}.family", family, halves)]
+        read = keys_read(entry, side)
         for key in sorted(block):
             if key in WHOLE:
                 raise ConfigError(f"{where}.{key}: set once for the whole model, as {model}.{key}; remove it here")
             if key not in read:
                 raise ConfigError(f"{where}.{key}: not a key of the {family} family's {side}; remove it (it reads "
                                   f"{', '.join(read)})")
-        cfg = from_dict(config_cls, {**block, "tie_embeddings": self.tie_embeddings, "dropout": self.dropout}, where)
+        cfg = from_dict(entry.config, {**block, "tie_embeddings": self.tie_embeddings, "dropout": self.dropout}, where)
         cfg.validate(where)
         return cfg
 
@@ -73,14 +70,18 @@ class HybridConfig(ModelConfig):
         encoder, decoder = self.half("encoder", where), self.half("decoder", where)
         families = self.encoder["family"], self.decoder["family"]
         if families[0] == families[1]:
-            others = ", ".join(family for family in HALVES if family != families[0])
+            others = ", ".join(family for family in with_halves() if family != families[0])
             raise ConfigError(f"{where}.decoder.family: {families[0]} is the encoder's family too, which is family: "
                               f"{families[0]} itself; choose one of {others}, or family: {families[0]}")
-        if families[1] == "rnn" and decoder.attention == "none":
+        if families[1] == "rnn" and decoder.init_hidden == "last":
+            raise ConfigError(f"{where}.decoder.init_hidden: last takes a recurrent encoder's final state, which a "
+                              f"{families[0]} encoder does not have; choose bridge (learned from the mean of its "
+                              "states) or zero")
+        if families[1] == "rnn" and decoder.attention == "none" and decoder.init_hidden != "bridge":
             raise ConfigError(f"{where}.decoder.attention: none leaves a recurrent decoder after a {families[0]} "
                               "encoder no way to the source (it starts from zeros, having no final state to take); "
-                              "choose one of dot, general, reduced_rank, additive")
-        widths = HALVES[families[0]][1].source_width(encoder), HALVES[families[1]][2].target_width(decoder)
+                              "choose one of dot, general, reduced_rank, additive, or decoder.init_hidden: bridge")
+        widths = TABLE[families[0]].encoder.source_width(encoder), TABLE[families[1]].decoder.target_width(decoder)
         if widths[0] != widths[1] and self.tie_embeddings in (None, *SHARED_EMBEDDING):
             tie = self.tie_embeddings or "unset (all, with one joint vocabulary)"
             raise ConfigError(f"{where}.tie_embeddings: {tie} makes the source and the target embedding one matrix, "
@@ -89,13 +90,8 @@ class HybridConfig(ModelConfig):
 
 
 class HybridSeq2Seq(VocabularySeq2Seq):
-    """One family's encoder half and another's decoder half, joined by the projection rule (module docstring).
-    HybridSeq2Seq(cfg, vocab) builds the class of cfg's pair (PAIRS), so the registry builds it like any family."""
-
-    def __new__(cls, cfg: HybridConfig | None = None, vocab: Vocab | None = None):
-        if cls is HybridSeq2Seq:  # copy and pickle call it on the pair's class, without arguments
-            cls = PAIRS[cfg.encoder["family"], cfg.decoder["family"]]
-        return super().__new__(cls)
+    """One family's encoder half and another's decoder half, joined by the projection rule (module docstring); the
+    base of every pair's class (pair_class), which build_hybrid picks for a config."""
 
     def __init__(self, cfg: HybridConfig, vocab: Vocab):
         super().__init__()
@@ -110,16 +106,22 @@ class HybridSeq2Seq(VocabularySeq2Seq):
         self.build_output(vocab, self.output_width(decoder))
         self.initialise()
 
-    def encode(self, src, src_mask):
-        """Memory: enc (B, S, W_dec), the encoder half's states at the decoder's width."""
-        states = super().encode(src, src_mask)["enc"]  # (B, S, W_enc)
+    def encode(self, src, src_mask, *src_lengths):
+        """Memory: enc (B, S, W_dec), the encoder half's states at the decoder's width; src_lengths only where the
+        encoder half packs by them (packs_source)."""
+        states = super().encode(src, src_mask, *src_lengths)["enc"]  # (B, S, W_enc)
         return {"enc": self.memory_projection(states)}
 
-    # The side whose half is not a Transformer's, in a pair with one: the vocabulary matrices are drawn the
-    # Transformer's way (std width^-0.5, which its half reads times sqrt(width)), so this half reads them times
-    # sqrt(width) too and sees unit-variance embeddings, as its own family draws them (N(0, 1)). Read as drawn, its
-    # inputs were 16 times smaller at width 256, and the grid's hybrids learned far slower than either parent
-    # (5.5 and 18.3 BLEU against 25.1 and 27.3 at the default budget: docs/results/2026-11-26-halves-cpu.md).
+    def __reduce__(self):
+        """Pickled and copied by its pair's families, whose class pair_class makes again (it is no module's name)."""
+        return rebuilt, (self.cfg.encoder["family"], self.cfg.decoder["family"]), self.__dict__
+
+    # The side whose half draws unit embeddings, in a pair with a half that draws them scaled (Family.embeddings):
+    # the vocabulary matrices are drawn the Transformer's way (std width^-0.5, which its half reads times
+    # sqrt(width)), so this half reads them times sqrt(width) too and sees unit-variance embeddings, as its own
+    # family draws them (N(0, 1)). Read as drawn, its inputs were 16 times smaller at width 256, and the grid's hybrids
+    # learned far slower than either parent (5.5 and 18.3 BLEU against 25.1 and 27.3 at the default budget:
+    # docs/results/2026-11-26-halves-cpu.md). Set by pair_class.
     rescaled: str | None = None
 
     def embed_source(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -130,52 +132,65 @@ class HybridSeq2Seq(VocabularySeq2Seq):
         x = super().embed_target(tokens)  # (B, T, E)
         return x * math.sqrt(x.size(-1)) if self.rescaled == "target" else x
 
-
-class TransformerRecurrent(HybridSeq2Seq, TransformerEncoder, RecurrentDecoder):
-    """Self-attention encoder, recurrent decoder: RNMT+'s best hybrid (Chen et al. 2018)."""
-    rescaled = "target"
-
-
-class TransformerConv(HybridSeq2Seq, TransformerEncoder, ConvDecoder):
-    """Self-attention encoder, convolutional decoder."""
-    rescaled = "target"
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """A unit decoder half whose output layer is the target embedding reads it at its unit scale too: read as
+        drawn, its scores were 16 times smaller at width 256 than its own family's (0.14 against 0.67 std)."""
+        scores = super().logits(x)  # (..., V)
+        tied = self.output.weight is self.target_table().weight
+        return scores * math.sqrt(self.output.weight.size(1)) if self.rescaled == "target" and tied else scores
 
 
-class RecurrentTransformer(HybridSeq2Seq, RecurrentEncoder, TransformerDecoder):
-    """Recurrent encoder, self-attention decoder."""
-    rescaled = "source"
+
+def rescaled_side(encoder: Family, decoder: Family) -> str | None:
+    """The side (source or target) whose half reads embeddings drawn scaled times sqrt(width) (HybridSeq2Seq)."""
+    draws = encoder.embeddings, decoder.embeddings
+    return {("scaled", "unit"): "target", ("unit", "scaled"): "source"}.get(draws)
 
 
-class RecurrentConv(HybridSeq2Seq, RecurrentEncoder, ConvDecoder):
-    """Recurrent encoder, convolutional decoder."""
+@functools.cache
+def pair_class(encoder: Family, decoder: Family) -> type[HybridSeq2Seq]:
+    """The class of encoder's encoder half with decoder's decoder half, named after the halves: TransformerEncoder
+    with RecurrentDecoder is TransformerRecurrent."""
+    name = encoder.encoder.__name__.removesuffix("Encoder") + decoder.decoder.__name__.removesuffix("Decoder")
+    doc = f"{encoder.name}'s encoder half with {decoder.name}'s decoder half."
+    return type(name, (HybridSeq2Seq, encoder.encoder, decoder.decoder),
+                {"__module__": __name__, "__doc__": doc, "rescaled": rescaled_side(encoder, decoder)})
 
 
-class ConvTransformer(HybridSeq2Seq, ConvEncoder, TransformerDecoder):
-    """Convolutional encoder, self-attention decoder."""
-    rescaled = "source"
+def rebuilt(encoder: str, decoder: str) -> HybridSeq2Seq:
+    """An empty model of the pair's class, which unpickling and copying then fill (HybridSeq2Seq.__reduce__)."""
+    cls = pair_class(TABLE[encoder], TABLE[decoder])
+    return cls.__new__(cls)
 
 
-class ConvRecurrent(HybridSeq2Seq, ConvEncoder, RecurrentDecoder):
-    """Convolutional encoder, recurrent decoder."""
+def build_hybrid(cfg: HybridConfig, vocab: Vocab) -> HybridSeq2Seq:
+    """The model of a hybrid block: its pair's class, built like any family's model."""
+    return pair_class(TABLE[cfg.encoder["family"]], TABLE[cfg.decoder["family"]])(cfg, vocab)
 
 
-PAIRS = {("transformer", "rnn"): TransformerRecurrent, ("transformer", "cnn"): TransformerConv,
-         ("rnn", "transformer"): RecurrentTransformer, ("rnn", "cnn"): RecurrentConv,
-         ("cnn", "transformer"): ConvTransformer, ("cnn", "rnn"): ConvRecurrent}
+def keys_read(family: Family, side: str) -> tuple[str, ...]:
+    """The keys of family's config that its encoder or decoder half reads: all that a hybrid's half may set."""
+    return family.encoder.encoder_keys if side == "encoder" else family.decoder.decoder_keys
 
 
 def halves(block: dict) -> tuple[tuple[str, dict], tuple[str, dict]] | None:
     """The encoder and the decoder of a model block, each as (its family, the values of the keys it reads with the
     family's defaults filled in): the same for a family's own model and for a hybrid with that half, so two models
     share a half exactly when these are equal. None for a model without two halves (decoder_only, an own class).
-    What the whole model sets (tie_embeddings, dropout) is no half's."""
+    What the whole model sets (tie_embeddings, dropout) is no half's, nor how a half meets the other (its
+    joining_keys: a recurrent decoder's init_hidden)."""
     sides = (block.get("encoder", {}), block.get("decoder", {})) if block.get("family") == "hybrid" else (block,) * 2
-    if not all(side.get("family") in HALVES for side in sides):
+    halves = with_halves()
+    if not all(side.get("family") in halves for side in sides):
         return None
     found = []
     for side, half in zip(sides, ("encoder", "decoder")):
-        config_cls, encoder, decoder = HALVES[side["family"]]
-        read = encoder.encoder_keys if half == "encoder" else decoder.decoder_keys
-        cfg = config_cls(**{key: value for key, value in side.items() if key in read})
-        found.append((side["family"], {key: getattr(cfg, key) for key in read}))
+        family = halves[side["family"]]
+        read = keys_read(family, half)
+        cfg = family.config(**{key: value for key, value in side.items() if key in read})
+        joining = getattr(family.encoder if half == "encoder" else family.decoder, "joining_keys", ())
+        found.append((side["family"], {key: getattr(cfg, key) for key in read if key not in joining}))
     return found[0], found[1]
+
+
+FAMILY = register(Family("hybrid", HybridConfig, build_hybrid))

@@ -1,12 +1,15 @@
 """The one interface every model implements, so training and decoding never ask which model they hold.
 
-    forward(src, src_mask, tgt_in)   -> logits (B, T, V)            teacher forcing
+    forward(src, src_mask, tgt_in[, src_lengths]) -> logits (B, T, V)   teacher forcing
     encode(src, src_mask)            -> memory                      model-specific, opaque to callers
     init_state(memory, src_mask)     -> DecoderState
     decode_step(state, y_prev)       -> (log_probs (B, V), state)   one target token, with a cache
 
 A DecoderState is a dict-like bag of tensors whose first dimension is the batch (or beam) row,
 so `reorder` can prune and grow hypotheses for any model by indexing that dimension.
+
+A model that packs its source by length (packs_source: a recurrent encoder) takes them as encode's third argument,
+SourceLengths that the batch carries: read off a GPU tensor, they would make every step wait for the GPU.
 """
 from __future__ import annotations
 
@@ -14,6 +17,20 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import nn
+
+
+@dataclass
+class SourceLengths:
+    """A batch's source lengths as packing for an RNN needs them, made on the host before the batch moves: the
+    lengths longest first, a host list, and the rows in that order (B,), a tensor that moves with the batch."""
+    longest_first: list[int]
+    order: torch.Tensor
+
+    @classmethod
+    def of(cls, lengths) -> SourceLengths:
+        """From the lengths in row order (a host list or tensor), sorted as pack_padded_sequence sorts them."""
+        longest_first, order = torch.sort(torch.as_tensor(lengths, dtype=torch.int64), descending=True)
+        return cls(longest_first.tolist(), order)
 
 
 @dataclass
@@ -40,9 +57,12 @@ class Seq2Seq(nn.Module):
     """Base class: subclasses implement encode, init_state, decode_step and teacher_forced."""
 
     pad_id: int
+    packs_source = False  # whether encode takes SourceLengths as its third argument
 
-    def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-        memory = self.encode(src, src_mask)
+    def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor,
+                src_lengths: SourceLengths | None = None) -> torch.Tensor:
+        packs = self.packs_source and src_lengths is not None
+        memory = self.encode(src, src_mask, src_lengths) if packs else self.encode(src, src_mask)
         return self.teacher_forced(memory, src_mask, tgt_in)
 
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor):

@@ -1,6 +1,7 @@
 """Build any model variant from its `models.<name>` block: `family` picks the file, the rest its config.
 
-A family is one of the built-in FAMILIES, or the import path `package.module:ClassName` of a researcher's own
+A family is one of the built-in families of the family table (models/family.py: each file registers its own), or
+the import path `package.module:ClassName` of a researcher's own
 Seq2Seq subclass, which names its config class in `config_class` (a nmtbench.config.Block, like the built-ins'
 configs, so unknown keys and bad values are refused the same way). docs/models.md, "Your own model".
 Every model is built as model_cls(cfg, vocab), vocab the vocabularies' sizes (models/vocabulary.py).
@@ -9,28 +10,19 @@ from __future__ import annotations
 
 import importlib
 
-from nmtbench.config import Block, ConfigError, choice, from_dict
-from nmtbench.models.cnn import ConvConfig, ConvSeq2Seq
-from nmtbench.models.decoder_only import DecoderOnlyConfig, DecoderOnlySeq2Seq
-from nmtbench.models.hybrid import HybridConfig, HybridSeq2Seq
+from nmtbench.blocks import Block, ConfigError, choice, from_dict
+from nmtbench.models import cnn, decoder_only, hybrid, rnn, transformer  # noqa: F401  each registers its family
+from nmtbench.models.family import TABLE as FAMILIES
 from nmtbench.models.interface import Seq2Seq
-from nmtbench.models.rnn import RNNConfig, RNNSeq2Seq
-from nmtbench.models.transformer import TransformerConfig, TransformerSeq2Seq
 from nmtbench.models.vocabulary import ModelConfig, Vocab, tying
-
-FAMILIES = {
-    "rnn": (RNNConfig, RNNSeq2Seq),
-    "transformer": (TransformerConfig, TransformerSeq2Seq),
-    "decoder_only": (DecoderOnlyConfig, DecoderOnlySeq2Seq),
-    "cnn": (ConvConfig, ConvSeq2Seq),
-    "hybrid": (HybridConfig, HybridSeq2Seq),  # one family's encoder with another's decoder
-}
 
 
 def family_classes(where: str, family: str) -> tuple[type[Block], type[Seq2Seq]]:
-    """(config class, model class) of a built-in family or of an own model's import path."""
+    """(config class, what builds the model: build(cfg, vocab)) of a built-in family or an own model's import
+    path."""
     if not isinstance(family, str) or ":" not in family:
-        return FAMILIES[choice(where, family, FAMILIES)]
+        entry = FAMILIES[choice(where, family, FAMILIES)]
+        return entry.config, entry.build
     module_name, _, class_name = family.partition(":")
     try:
         module = importlib.import_module(module_name)

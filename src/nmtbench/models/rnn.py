@@ -14,13 +14,18 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from nmtbench.config import ConfigError, choice
+from nmtbench.blocks import ConfigError, choice
 from nmtbench.models.attention import ATTENTION_KINDS, SCORERS, attend
 from nmtbench.models.dropout import Dropout
-from nmtbench.models.interface import DecoderState
+from nmtbench.models.family import Family, register
+from nmtbench.models.interface import DecoderState, SourceLengths
 from nmtbench.models.vocabulary import TIED_OUTPUT, ModelConfig, Vocab, VocabularySeq2Seq
 
 CELLS = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
+# how the decoder starts: the recurrent encoder's final states (Sutskever et al. 2014), a learned bridge from the
+# mean of the encoder states (h_0 = tanh(W mean_s enc_s + b), as dl4mt and Nematus start; Bahdanau et al. 2015 from
+# the backward encoder's first state), or zeros, reading the source through attention alone
+INIT_HIDDEN = ("last", "bridge", "zero")
 
 
 class RNNConfig(ModelConfig):
@@ -33,11 +38,18 @@ class RNNConfig(ModelConfig):
     attention_rank: int = 64  # rank of W = U^T V for reduced_rank attention
     input_feeding: bool = True  # feed a_{t-1} into the decoder RNN (Luong); forces a step-by-step loop
     attentional_dim: int | None = None  # width of a_t, which the output layer reads; None: embed_dim
+    init_hidden: str | None = None  # the decoder's first state (INIT_HIDDEN); None: last after a recurrent encoder,
+    # zero after another family's (the start every checkpoint before the option was trained with)
     dropout: float = 0.2
 
     def validate(self, where: str) -> None:
         choice(f"{where}.cell", self.cell, CELLS)
         choice(f"{where}.attention", self.attention, ATTENTION_KINDS)
+        if self.init_hidden is not None:
+            choice(f"{where}.init_hidden", self.init_hidden, INIT_HIDDEN)
+        if self.init_hidden == "zero" and self.attention == "none":
+            raise ConfigError(f"{where}.init_hidden: zero with attention none leaves the decoder no way to the source; "
+                              "choose last or bridge, or an attention")
         if self.bidirectional and self.hidden_dim % 2:
             raise ConfigError(f"{where}.hidden_dim: a bidirectional encoder needs an even size, got {self.hidden_dim}")
         if min(self.layers, self.embed_dim, self.hidden_dim, self.attention_rank, self.attentional) < 1:
@@ -63,6 +75,7 @@ class RecurrentEncoder(VocabularySeq2Seq):
 
     # the keys of its config this half reads: all that a hybrid's encoder block may set
     encoder_keys = ("cell", "bidirectional", "layers", "embed_dim", "hidden_dim")
+    packs_source = True
 
     @staticmethod
     def source_width(cfg: RNNConfig) -> int:
@@ -78,20 +91,27 @@ class RecurrentEncoder(VocabularySeq2Seq):
         self.encoder = CELLS[cfg.cell](cfg.embed_dim, cfg.hidden_dim // directions, cfg.layers, batch_first=True,
                                        bidirectional=cfg.bidirectional, dropout=between_layers(cfg))
 
-    def encode(self, src, src_mask):
+    def encode(self, src, src_mask, src_lengths: SourceLengths | None = None):
         """Memory: enc (B, S, H), the states the decoder attends to, and final, the last state of each layer,
-        batch first (B, L, H) or an LSTM's (h, c) pair of those."""
+        batch first (B, L, H) or an LSTM's (h, c) pair of those. src_lengths: the batch's, made on the host; without
+        them they are read off the mask, which on a GPU waits for it (decoding does, once a batch)."""
         x = self.dropout(self.embed_source(src))  # (B, S, E)
-        lengths = src_mask.sum(1).cpu()
-        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        if src_lengths is None:
+            src_lengths = SourceLengths.of(src_mask.sum(1).cpu())
+        order = src_lengths.order.to(src.device)  # a no-op for a batch's own, which moved with it
+        # pack_padded_sequence would sort and restore the rows itself, reading the order back from the device
+        packed = pack_padded_sequence(x.index_select(0, order), src_lengths.longest_first, batch_first=True)
         out, final = self.encoder(packed)
-        out, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))  # (B, S, H)
-        final = (tuple(self._join_directions(f) for f in final) if isinstance(final, tuple)
-                 else self._join_directions(final))
-        return {"enc": out, "final": final}
+        out, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))  # (B, S, H), longest first
+        restore = torch.argsort(order)
+        final = (tuple(self._join_directions(f, restore) for f in final) if isinstance(final, tuple)
+                 else self._join_directions(final, restore))
+        return {"enc": out.index_select(0, restore), "final": final}
 
-    def _join_directions(self, h: torch.Tensor) -> torch.Tensor:
-        """(L * dirs, B, H / dirs) -> (B, L, H): the decoder's initial state, batch first for reordering."""
+    def _join_directions(self, h: torch.Tensor, restore: torch.Tensor) -> torch.Tensor:
+        """(L * dirs, B, H / dirs), rows longest first -> (B, L, H) in the batch's order: the decoder's initial state,
+        batch first for reordering."""
+        h = h.index_select(1, restore)
         if self.encoder_cfg.bidirectional:
             L, B = self.encoder_cfg.layers, h.size(1)
             h = h.view(L, 2, B, -1)
@@ -101,12 +121,15 @@ class RecurrentEncoder(VocabularySeq2Seq):
 
 class RecurrentDecoder(VocabularySeq2Seq):
     """The decoder half: an RNN over the target embeddings with Luong's attentional layer on top (see the module
-    docstring). It starts from the encoder's final state where the memory has one (a recurrent encoder of the same
-    family), else from zeros and reads the source through its attention alone."""
+    docstring). It starts as init_hidden says (INIT_HIDDEN); by default from the encoder's final state where the
+    memory has one (a recurrent encoder of the same family), else from zeros."""
 
     # the keys of its config this half reads: all that a hybrid's decoder block may set
     decoder_keys = ("cell", "layers", "embed_dim", "hidden_dim", "attention", "attention_rank", "input_feeding",
-                    "attentional_dim")
+                    "attentional_dim", "init_hidden")
+    # of those, how the half meets the encoder rather than what it is: two models whose decoders differ only here
+    # share the decoder half (a hybrid cannot start from a final state its encoder does not have)
+    joining_keys = ("init_hidden",)
 
     @staticmethod
     def target_width(cfg: RNNConfig) -> int:
@@ -130,6 +153,8 @@ class RecurrentDecoder(VocabularySeq2Seq):
             self.scorer = SCORERS[cfg.attention](cfg.hidden_dim, cfg.hidden_dim, cfg.attention_rank)
             attended += cfg.hidden_dim
         self.pre_output = nn.Linear(attended, cfg.attentional)
+        if cfg.init_hidden == "bridge":  # the memory reaches the decoder at its width, hidden_dim
+            self.bridge = nn.Linear(cfg.hidden_dim, cfg.layers * cfg.hidden_dim)
 
     def _attentional(self, h, memory, src_mask):
         """Decoder outputs h (B, T, H) -> attentional vectors (B, T, A) and attention weights (B, T, S)."""
@@ -152,20 +177,30 @@ class RecurrentDecoder(VocabularySeq2Seq):
         if not self.decoder_cfg.input_feeding:  # no recurrence through a_t: the whole sequence in one RNN call
             out, _ = self._run_decoder(emb, state.tensors["hidden"])
             attentional, _ = self._attentional(out, state.tensors, src_mask)
-            return self.output(self.dropout(attentional))
+            return self.logits(self.dropout(attentional))
         steps = []
         for t in range(tgt_in.size(1)):
             attentional, state = self._step(state, emb[:, t : t + 1])
             steps.append(attentional)
-        return self.output(self.dropout(torch.cat(steps, dim=1)))  # (B, T, V)
+        return self.logits(self.dropout(torch.cat(steps, dim=1)))  # (B, T, V)
+
+    def initial_hidden(self, memory, src_mask):
+        """The decoder's first state (INIT_HIDDEN), batch first: (B, L, H), or an LSTM's (h, c) pair of those."""
+        cfg, enc = self.decoder_cfg, memory["enc"]  # enc (B, S, H)
+        start = cfg.init_hidden or ("last" if "final" in memory else "zero")
+        if start == "last":
+            return memory["final"]
+        if start == "bridge":
+            mask = src_mask.unsqueeze(-1).to(enc.dtype)  # (B, S, 1)
+            mean = (enc * mask).sum(1) / mask.sum(1)  # (B, H), padding left out
+            h = torch.tanh(self.bridge(mean)).view(-1, cfg.layers, cfg.hidden_dim)  # (B, L, H)
+        else:
+            h = enc.new_zeros(src_mask.size(0), cfg.layers, cfg.hidden_dim)
+        return (h, h) if cfg.cell == "lstm" else h  # an LSTM's cell starts where its output does, as JoeyNMT's
 
     def init_state(self, memory, src_mask):
         cfg, enc = self.decoder_cfg, memory["enc"]
-        hidden = memory.get("final")
-        if hidden is None:  # no recurrent encoder: zeros, (B, L, H) or an LSTM's (h, c) pair
-            zeros = enc.new_zeros(src_mask.size(0), cfg.layers, cfg.hidden_dim)
-            hidden = (zeros, zeros) if cfg.cell == "lstm" else zeros
-        tensors = {"enc": enc, "mask": src_mask, "hidden": hidden}
+        tensors = {"enc": enc, "mask": src_mask, "hidden": self.initial_hidden(memory, src_mask)}
         if cfg.attention != "none":  # the scorer's keys, once per sentence
             tensors["keys"] = self.scorer.keys(enc)
         if cfg.input_feeding:
@@ -185,7 +220,7 @@ class RecurrentDecoder(VocabularySeq2Seq):
 
     def decode_step(self, state, y_prev):
         attentional, state = self._step(state, self.embed_target(y_prev).unsqueeze(1))
-        logits = self.output(attentional[:, 0])  # (B, V)
+        logits = self.logits(attentional[:, 0])  # (B, V)
         return torch.log_softmax(logits.float(), dim=-1), state
 
 
@@ -205,3 +240,6 @@ class RNNSeq2Seq(RecurrentEncoder, RecurrentDecoder):
         self.build_encoder(cfg)
         self.build_decoder(cfg)
         self.build_output(vocab, cfg.attentional)
+
+
+FAMILY = register(Family("rnn", RNNConfig, RNNSeq2Seq, RecurrentEncoder, RecurrentDecoder, mechanism="recurrence"))

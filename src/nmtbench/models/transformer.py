@@ -20,10 +20,11 @@ import math
 import torch
 from torch import nn
 
-from nmtbench.config import ConfigError, choice
+from nmtbench.blocks import ConfigError, choice
 from nmtbench.models.attention import scaled_dot_product
 from nmtbench.models.dropout import Dropout
 from nmtbench.models.efficient_attention import SparsePattern, check_length, length_projections, random_table
+from nmtbench.models.family import Family, register
 from nmtbench.models.interface import DecoderState
 from nmtbench.models.vocabulary import ModelConfig, Vocab, VocabularySeq2Seq
 
@@ -208,14 +209,20 @@ class TransformerPart(VocabularySeq2Seq):
         if cfg.positions == "learned" and not hasattr(self, "position_table"):
             self.position_table = nn.Embedding(cfg.max_positions, cfg.d_model)
 
+    @staticmethod
+    def _positions(cfg: TransformerConfig, start: int, end: int, device) -> torch.Tensor:
+        """Positions start .. end - 1 (end - start,), checked against a learned table's size on the host, so the
+        check never reads the device."""
+        if cfg.positions == "learned" and end > cfg.max_positions:
+            raise ValueError(f"sequence of {end} tokens exceeds max_positions {cfg.max_positions}; raise "
+                             "max_positions in the model block")
+        return torch.arange(start, end, device=device)
+
     def _embed(self, cfg: TransformerConfig, words, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """tokens (B, T) of one side (words: embed_source or embed_target) at positions (T,) or (B, T) -> (B, T, d);
-        relative positions add nothing here."""
+        """tokens (B, T) of one side (words: embed_source or embed_target) at positions (T,) from _positions ->
+        (B, T, d); relative positions add nothing here."""
         x = words(tokens) * math.sqrt(cfg.d_model)
         if cfg.positions == "learned":
-            if positions.max() >= cfg.max_positions:
-                raise ValueError(f"sequence of {positions.max() + 1} tokens exceeds max_positions "
-                                 f"{cfg.max_positions}; raise max_positions in the model block")
             x = x + self.position_table(positions)
         elif cfg.positions == "sinusoidal":
             x = x + sinusoids(positions, cfg.d_model)
@@ -266,7 +273,7 @@ class TransformerEncoder(TransformerPart):
     def encode(self, src, src_mask):
         """Memory: enc (B, S, d), the encoder's output."""
         cfg = self.encoder_cfg
-        positions = torch.arange(src.size(1), device=src.device)
+        positions = self._positions(cfg, 0, src.size(1), src.device)
         x = self._embed(cfg, self.embed_source, src, positions)  # (B, S, d)
         mask = src_mask[:, None, None, :]  # (B, 1, 1, S)
         if cfg.self_attention == "sparse":
@@ -305,7 +312,7 @@ class TransformerDecoder(TransformerPart):
 
     def teacher_forced(self, memory, src_mask, tgt_in):
         cfg = self.decoder_cfg
-        positions = torch.arange(tgt_in.size(1), device=tgt_in.device)
+        positions = self._positions(cfg, 0, tgt_in.size(1), tgt_in.device)
         x = self._embed(cfg, self.embed_target, tgt_in, positions)  # (B, T, d)
         causal = positions[None, :] <= positions[:, None]  # (T, T): query t sees keys up to t
         if self.decoder_layers[0].cache_limit:  # query t sees keys t - decoder_window .. t
@@ -324,7 +331,7 @@ class TransformerDecoder(TransformerPart):
 
     def decode_step(self, state, y_prev):
         s = state.tensors
-        step = torch.tensor([state.step], device=y_prev.device)
+        step = self._positions(self.decoder_cfg, state.step, state.step + 1, y_prev.device)
         x = self._embed(self.decoder_cfg, self.embed_target, y_prev.unsqueeze(1), step)  # (B, 1, d)
         cross_mask = s["mask"][:, None, None, :]
         positions = (step, torch.arange(state.step + 1, device=y_prev.device))
@@ -352,3 +359,7 @@ class TransformerSeq2Seq(TransformerEncoder, TransformerDecoder):
             self._modules[norm] = self._modules.pop(norm)  # saved optimiser state follows the parameters' order
         self.build_output(vocab, cfg.d_model)
         self.initialise()
+
+
+FAMILY = register(Family("transformer", TransformerConfig, TransformerSeq2Seq, TransformerEncoder, TransformerDecoder,
+                         mechanism="self-attention", embeddings="scaled"))

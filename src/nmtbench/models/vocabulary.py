@@ -18,7 +18,8 @@ from typing import Literal
 import torch
 from torch import nn
 
-from nmtbench.config import Block, ConfigError, TokenizeConfig
+from nmtbench.blocks import Block, ConfigError
+from nmtbench.config import TokenizeConfig
 from nmtbench.models.interface import Seq2Seq
 
 SHARED_EMBEDDING = ("all", "source_target")  # the source embedding is the target's: one joint vocabulary only
@@ -84,6 +85,10 @@ class VocabularySeq2Seq(Seq2Seq):
         self.output = nn.Linear(dim, vocab.target, bias=False)
         if self.tie in TIED_OUTPUT:
             self.output.weight = self.target_table().weight
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """Decoder outputs (..., dim) -> scores over the target vocabulary (..., V)."""
+        return self.output(x)
 
     def target_table(self) -> nn.Embedding:
         return self.embed if self.tie in SHARED_EMBEDDING else self.target_embed

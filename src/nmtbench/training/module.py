@@ -10,6 +10,7 @@ import torch
 from nmtbench.config import TrainConfig
 from nmtbench.data.tokenizer import vocab_id
 from nmtbench.loading import model_vocab
+from nmtbench.models.interface import SourceLengths
 from nmtbench.models.registry import build_model
 from nmtbench.training.checkpoints import run_fingerprint
 from nmtbench.training.loss import label_smoothed_nll
@@ -66,12 +67,16 @@ class TranslationModule(L.LightningModule):
     def loss(self, batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Label-smoothed cross-entropy per target token, padding ignored; also the plain (unsmoothed) sum
         and the number of target tokens, both left on the device."""
-        logits = self.model(batch["src"], batch["src_mask"], batch["tgt_in"])  # (B, T, V)
+        logits = self.model(batch["src"], batch["src_mask"], batch["tgt_in"], batch["src_lengths"])  # (B, T, V)
         gold = batch["tgt_out"].flatten()
         tokens = (gold != self.pad_id).sum()
         smoothed, nll = label_smoothed_nll(logits.flatten(0, 1), gold, self.train_cfg.label_smoothing,
                                            self.pad_id)
         return smoothed / tokens, nll, tokens
+
+    def on_before_batch_transfer(self, batch, dataloader_idx):
+        """The source lengths as packing needs them, made while the batch is still on the host (SourceLengths)."""
+        return {**batch, "src_lengths": SourceLengths.of(batch["src_lengths"])}
 
     def configure_model(self):
         if self.train_cfg.compile:  # in place: the state dict keeps its keys, so checkpoints stay the same

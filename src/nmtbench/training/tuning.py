@@ -32,7 +32,7 @@ from nmtbench.config import ConfigError, KnobConfig, Params, TuneConfig
 from nmtbench.data.tokenizer import vocab_id
 from nmtbench.files import write_json, write_text
 from nmtbench.loading import read_vocab
-from nmtbench.models.registry import model_config
+from nmtbench.models.registry import FAMILIES, model_config
 from nmtbench.progress import progress_bar
 from nmtbench.runs import TUNING, tuned_file
 from nmtbench.training.train import train
@@ -48,6 +48,10 @@ def search_space(params: Params, model: str) -> dict[str, tuple[str, KnobConfig,
     """name -> (train or model, its range, params.yaml's value) for the family of `model`, each name checked."""
     block = params.model_block(model)
     cfg, family = model_config(model, block), block["family"]
+    for named in params.tune.space:  # a built-in family's name, or an own model's package.module:Class
+        if named not in FAMILIES and ":" not in named:
+            raise ConfigError(f"tune.space.{named}: not a family; name one of {', '.join(FAMILIES)}, or an own model's "
+                              "package.module:Class")
     fields = type(cfg).model_fields
     knobs = params.tune.space.get(family) or shared_knobs(params.tune.space, family, model, fields)
     space = {}
