@@ -374,7 +374,7 @@ def test_every_decoder_half_scores_at_its_own_familys_scale():
     """A unit decoder half (recurrent, convolutional) whose output layer is the target embedding, in a pair with a
     Transformer encoder, reads that scaled-drawn matrix at its unit scale: its scores over the same inputs spread as
     its own family's do. Read as drawn they were 16 times narrower, and the Transformer-encoder hybrid barely
-    learned (docs/results/2026-11-26-halves-converged-cpu.md)."""
+    learned (docs/results/2026-11-26-hybrid-scale-cpu.md)."""
     vocab = Vocab(source=4000, target=4000, joint=True, pad_id=PAD)
     torch.manual_seed(0)
     x = torch.randn(64, 16)  # decoder outputs (B, 16): every tiny decoder half's output width
