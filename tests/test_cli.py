@@ -60,7 +60,7 @@ def test_the_default_params_file_stays_the_default(tmp_path, monkeypatch, capsys
      "models.cnn.family: cannot import no_such_module (No module named 'no_such_module'); put its folder on "
      "PYTHONPATH or install it, or choose one of cnn, decoder_only, hybrid, rnn, transformer"),
     ({"models": {"hybrid_lstm_transformer": {"encoder": {"family": "decoder_only"}}}},
-     "models.hybrid_lstm_transformer.encoder.family: decoder_only has no separate encoder and decoder"),
+     "models.hybrid_lstm_transformer.encoder.family: decoder_only has no encoder and decoder halves of its own"),
     ({"tokenize": {"joint": False}, "models": {"rnn": {"tie_embeddings": "source_target"}}},
      "models.rnn.tie_embeddings: source_target makes the source and the target embedding one matrix, which needs "
      "one joint vocabulary, but the tokenize stage makes one per side (tokenize.joint: false)"),

@@ -170,8 +170,11 @@ def test_bidirectional_encoder_sees_the_future_and_unidirectional_does_not():
      "models.bad.attentional_dim: 20 is not embed_dim (256), but tie_embeddings target_output makes the output"),
     ({"family": "rnn", "layers": "two"}, "models.bad.layers: expected int, got 'two'"),
     ({"family": "hybrid", "encoder": {"family": "decoder_only"}, "decoder": DECODERS["rnn"]},
-     "models.bad.encoder.family: decoder_only has no separate encoder and decoder (one stack reads the source and "
-     "writes the target); choose one of cnn, rnn, transformer, or family: decoder_only for the whole model"),
+     "models.bad.encoder.family: decoder_only has no encoder and decoder halves of its own to pair; choose one of "
+     "cnn, rnn, transformer, or family: decoder_only for the whole model"),
+    ({"family": "hybrid", "encoder": ENCODERS["rnn"], "decoder": {"family": "hybrid"}},
+     "models.bad.decoder.family: hybrid has no encoder and decoder halves of its own to pair; choose one of cnn, "
+     "rnn, transformer, or family: hybrid for the whole model"),
     ({"family": "hybrid", "encoder": ENCODERS["cnn"], "decoder": {"family": "bag_gru:BagGRU"}},
      "models.bad.decoder.family: 'bag_gru:BagGRU' is not valid; choose one of cnn, rnn, transformer"),
     ({"family": "hybrid", "encoder": ENCODERS["rnn"]},

@@ -34,7 +34,7 @@ from torch import nn
 from nmtbench.blocks import Block, ConfigError, choice, from_dict
 from nmtbench.models.dropout import Dropout
 from nmtbench.models.family import TABLE, Family, register, with_halves
-from nmtbench.models.vocabulary import SHARED_EMBEDDING, ModelConfig, Vocab, VocabularySeq2Seq
+from nmtbench.models.vocabulary import SHARED_EMBEDDING, TIED_OUTPUT, ModelConfig, Vocab, VocabularySeq2Seq
 
 WHOLE = ("tie_embeddings", "dropout")  # the hybrid's own keys, not a half's
 
@@ -49,8 +49,8 @@ class HybridConfig(ModelConfig):
         block, model, where = dict(getattr(self, side)), where, f"{where}.{side}"
         family, halves = block.pop("family", None), with_halves()
         if family in TABLE and family not in halves:
-            raise ConfigError(f"{where}.family: {family} has no separate encoder and decoder (one stack reads the "
-                              f"source and writes the target); choose one of {', '.join(halves)}, or family: {family} "
+            raise ConfigError(f"{where}.family: {family} has no encoder and decoder halves of its own to pair; "
+                              f"choose one of {', '.join(halves)}, or family: {family} "
                               "for the whole model")
         entry = halves[choice(f"{where}.family", family, halves)]
         read = keys_read(entry, side)
@@ -136,8 +136,8 @@ class HybridSeq2Seq(VocabularySeq2Seq):
         """A unit decoder half whose output layer is the target embedding reads it at its unit scale too: read as
         drawn, its scores were 16 times smaller at width 256 than its own family's (0.14 against 0.67 std)."""
         scores = super().logits(x)  # (..., V)
-        tied = self.output.weight is self.target_table().weight
-        return scores * math.sqrt(self.output.weight.size(1)) if self.rescaled == "target" and tied else scores
+        tied = self.rescaled == "target" and self.tie in TIED_OUTPUT
+        return scores * math.sqrt(self.output.weight.size(1)) if tied else scores
 
 
 
