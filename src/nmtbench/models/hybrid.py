@@ -73,14 +73,7 @@ class HybridConfig(ModelConfig):
             others = ", ".join(family for family in with_halves() if family != families[0])
             raise ConfigError(f"{where}.decoder.family: {families[0]} is the encoder's family too, which is family: "
                               f"{families[0]} itself; choose one of {others}, or family: {families[0]}")
-        if families[1] == "rnn" and decoder.init_hidden == "last":
-            raise ConfigError(f"{where}.decoder.init_hidden: last takes a recurrent encoder's final state, which a "
-                              f"{families[0]} encoder does not have; choose bridge (learned from the mean of its "
-                              "states) or zero")
-        if families[1] == "rnn" and decoder.attention == "none" and decoder.init_hidden != "bridge":
-            raise ConfigError(f"{where}.decoder.attention: none leaves a recurrent decoder after a {families[0]} "
-                              "encoder no way to the source (it starts from zeros, having no final state to take); "
-                              "choose one of dot, general, reduced_rank, additive, or decoder.init_hidden: bridge")
+        TABLE[families[1]].decoder.check_after(decoder, families[0], f"{where}.decoder")
         widths = TABLE[families[0]].encoder.source_width(encoder), TABLE[families[1]].decoder.target_width(decoder)
         if widths[0] != widths[1] and self.tie_embeddings in (None, *SHARED_EMBEDDING):
             tie = self.tie_embeddings or "unset (all, with one joint vocabulary)"

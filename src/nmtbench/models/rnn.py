@@ -132,6 +132,17 @@ class RecurrentDecoder(VocabularySeq2Seq):
     joining_keys = ("init_hidden",)
 
     @staticmethod
+    def check_after(cfg: RNNConfig, encoder: str, where: str) -> None:
+        if cfg.init_hidden == "last":
+            raise ConfigError(f"{where}.init_hidden: last takes a recurrent encoder's final state, which a {encoder} "
+                              "encoder does not have; choose bridge (learned from the mean of its states) or zero")
+        if cfg.attention == "none" and cfg.init_hidden != "bridge":
+            kinds = ", ".join(kind for kind in ATTENTION_KINDS if kind != "none")
+            raise ConfigError(f"{where}.attention: none leaves a recurrent decoder after a {encoder} encoder no way "
+                              "to the source (it starts from zeros, having no final state to take); choose one of "
+                              f"{kinds}, or init_hidden: bridge")
+
+    @staticmethod
     def target_width(cfg: RNNConfig) -> int:
         return cfg.embed_dim
 
