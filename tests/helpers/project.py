@@ -63,7 +63,7 @@ def pipeline_workspace(workspace: Path, profile: Path, **env: str):
 
 
 # what differs between two runs of the same params: how long things took, and when and where they ran
-TIMINGS = {"train_seconds", "train_tokens_per_s", "sentences_per_s", "provenance"}
+TIMINGS = {"train_seconds", "train_tokens_per_s", "sentences_per_s", "decode_seconds", "provenance"}
 
 
 def scores(comparison: dict) -> dict:
