@@ -35,7 +35,6 @@ from nmtbench.loading import read_vocab
 from nmtbench.models.registry import FAMILIES, model_config
 from nmtbench.progress import progress_bar
 from nmtbench.runs import TUNING, tuned_file
-from nmtbench.training.train import train
 
 # train keys a search may change; the rest (budget, devices, epochs, validation) are the same for every trial
 TUNABLE_TRAIN = ("lr", "warmup_steps", "label_smoothing", "gradient_clip_val", "batch_tokens", "schedule",
@@ -156,6 +155,8 @@ def tune(params: Params, model: str, tokenized_dir: Path = Path("data/tokenized"
     if cfg.trials == 0:  # no study; the stage's folder holds an empty trial list
         write_json(folder / "trials.json", [])
         return write_winner(model, {"model": model, "family": family, "trials": 0, "params": {}}, root)
+    from nmtbench.training.train import train  # here: Lightning's import would be most of a trials-0 stage's time
+
     space = search_space(params, model)
     name = study_name(params, model, space, vocab_id(read_vocab(tokenized_dir)))
     optuna.logging.set_verbosity(optuna.logging.WARNING)
