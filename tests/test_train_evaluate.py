@@ -20,6 +20,7 @@ import torch
 import yaml
 
 from helpers.data import tiny_files
+from helpers.project import scores as without_timings
 from helpers.project import write_tiny_project
 from nmtbench.cli import main
 from nmtbench.config import ConfigError, DataConfig, ReportConfig, TokenizeConfig, load_params, parse_params
@@ -353,15 +354,6 @@ def assert_same_tensors(a, b):
             assert_same_tensors(x, y)
     else:
         assert a == b
-
-
-TIMINGS = ("train_seconds", "train_tokens_per_s", "provenance")
-
-
-def without_timings(metrics: dict) -> dict:
-    """train.json without its wall-clock figures and its provenance (wall time, end time), which differ between
-    equal runs."""
-    return {k: v for k, v in metrics.items() if k not in TIMINGS}
 
 
 class Crash(Exception):

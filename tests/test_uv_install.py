@@ -1,8 +1,6 @@
 """tools/uv_install.py: uv installs from where pip is configured to look, so both take the same releases."""
 import importlib.metadata
 import importlib.util
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -44,17 +42,13 @@ def test_no_pip_configuration_leaves_uv_on_its_defaults():
     assert uv_install.uv_arguments(uv_install.pip_settings("")) == (["--index-strategy", "unsafe-best-match"], {})
 
 
-def test_uv_told_pips_settings_picks_the_torch_build_this_environment_holds():
+def test_uv_told_pips_settings_picks_the_torch_build_this_environment_holds(capfd):
     """On a machine whose CPU build of torch lies in a find-links folder, uv alone would take PyPI's CUDA build."""
-    venv = Path(sys.prefix)
-    if not (venv / "bin" / "uv").exists():
+    if not (Path(sys.prefix) / "bin" / "uv").exists():
         pytest.skip("this environment was installed without uv (make setup installs it)")
     installed = importlib.metadata.version("torch")
-    listed = subprocess.run([venv / "bin" / "pip", "config", "list"], capture_output=True, text=True).stdout
-    flags, variables = uv_install.uv_arguments(uv_install.pip_settings(listed))
-    planned = subprocess.run([venv / "bin" / "uv", "pip", "install", "--python", sys.executable, "--dry-run",
-                              "--reinstall-package", "torch", *flags, f"torch=={installed.split('+')[0]}"],
-                             capture_output=True, text=True, env={**os.environ, **variables})
-    assert planned.returncode == 0, planned.stderr
-    chosen = [line.split()[1] for line in planned.stderr.splitlines() if line.startswith(" + torch==")]
+    assert uv_install.main([sys.prefix, "--dry-run", "--reinstall-package", "torch",
+                            f"torch=={installed.split('+')[0]}"]) == 0
+    planned = capfd.readouterr().err
+    chosen = [line.split()[1] for line in planned.splitlines() if line.startswith(" + torch==")]
     assert chosen == [f"torch=={installed}"]  # without pip's find-links here: torch==2.13.0, the CUDA build

@@ -23,7 +23,7 @@ help: ## list the targets
 
 # Installs only when pyproject.toml's dependencies changed since the last install (tools/venv_stamp.py):
 # a fresh clone's pyproject.toml is newer than a .venv it reuses, and that alone rebuilds nothing.
-# With uv, from where pip is configured to look (tools/uv_install.py): 35 s where pip took 3 min 11 s; with pip
+# With uv, from where pip is configured to look (tools/uv_install.py): 32 s where pip took 3 min 11 s; with pip
 # where uv cannot be had.
 UV := uv==0.13.9
 $(VENV)/.installed:
