@@ -15,7 +15,7 @@ import yaml
 from helpers.models import make_tiny_model
 from helpers.project import TINY_PARAMS, write_tiny_project
 from nmtbench.config import DecodeConfig, parse_params
-from nmtbench.data.batching import TranslationData
+from nmtbench.data.datamodule import TranslationData
 from nmtbench.decoding.translator import Translator
 from nmtbench.evaluation.evaluate import evaluate
 from nmtbench.loading import read_vocab

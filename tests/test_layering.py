@@ -116,3 +116,11 @@ def test_every_module_imports_alone():
     modules = sorted(module_name(path) for path in PACKAGE.rglob("*.py") if path.name != "__main__.py")
     done = subprocess.run([sys.executable, "-c", FRESH_IMPORTS, *modules], capture_output=True, text=True)
     assert len(modules) > 40 and done.returncode == 0 and done.stdout == "", done.stdout + done.stderr[-2000:]
+
+
+def test_decoding_a_test_set_imports_no_lightning():
+    """evaluate and translate need none of Lightning, which takes seconds to import in every stage that loads it."""
+    code = ("import sys; import nmtbench.evaluation.evaluate, nmtbench.decoding.translator; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'lightning', 'torch'}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["['torch']"]

@@ -24,7 +24,8 @@ from helpers.project import scores as without_timings
 from helpers.project import write_tiny_project
 from nmtbench.cli import main
 from nmtbench.config import ConfigError, DataConfig, ReportConfig, TokenizeConfig, load_params, parse_params
-from nmtbench.data.batching import TokenBatchSampler, TranslationData
+from nmtbench.data.batching import TokenBatchSampler
+from nmtbench.data.datamodule import TranslationData
 from nmtbench.data.prepare import prepare
 from nmtbench.data.tokenizer import Tokenizer, load_tokenized, tokenize
 from nmtbench.decoding.translator import Translator

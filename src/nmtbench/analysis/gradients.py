@@ -15,7 +15,7 @@ from torch import nn
 from nmtbench.analysis.fitting import fit
 from nmtbench.analysis.sizing import at_width
 from nmtbench.config import AnalyzeConfig
-from nmtbench.data.batching import TranslationData
+from nmtbench.data.datamodule import TranslationData
 from nmtbench.data.tokenizer import BOS, load_tokenized
 from nmtbench.loading import model_vocab, read_vocab
 from nmtbench.models.interface import Seq2Seq

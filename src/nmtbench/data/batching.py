@@ -3,10 +3,8 @@ time and padded for teacher forcing."""
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import datasets
-import lightning as L
 import numpy as np
 import pyarrow.compute as pc
 import torch
@@ -219,44 +217,3 @@ def batch_loader(data: PairDataset, sampler: TokenBatchSampler, num_workers: int
     # from the global generator that dropout draws from, shifting dropout masks after a resume
     return DataLoader(data, sampler=sampler, batch_size=None, num_workers=num_workers, pin_memory=pin_memory,
                       persistent_workers=num_workers > 0, generator=torch.Generator())
-
-
-class TranslationData(L.LightningDataModule):
-    """Train and val splits of the tokenized dataset, batched by tokens."""
-
-    def __init__(self, tokenized_dir: Path, batch_tokens: int, seed: int, num_workers: int = 0):
-        super().__init__()
-        self.tokenized_dir, self.batch_tokens, self.seed = Path(tokenized_dir), batch_tokens, seed
-        self.num_workers = num_workers
-        self.resume_at: dict | None = None  # where a restored checkpoint stopped in its epoch
-
-    def setup(self, stage: str | None = None) -> None:
-        from nmtbench.data.tokenizer import load_tokenized
-
-        dataset = load_tokenized(self.tokenized_dir, ("train", "val"))
-        self.splits = {name: PairDataset(dataset[name]) for name in dataset}
-
-    def loader(self, split: str, train: bool) -> DataLoader:
-        data = self.splits[split]
-        world, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (1, 0)
-        sampler = TokenBatchSampler(data.src_lens, data.tgt_lens, self.batch_tokens, shuffle=train, seed=self.seed,
-                                    num_replicas=world, rank=rank, even_shards=train)
-        if train and self.resume_at:
-            sampler.resume(**self.resume_at)
-            self.resume_at = None
-        on_gpu = self.trainer is not None and self.trainer.strategy.root_device.type == "cuda"
-        return batch_loader(data, sampler, self.num_workers, pin_memory=on_gpu)
-
-    def train_dataloader(self):
-        return self.loader("train", train=True)
-
-    def val_dataloader(self):
-        return self.loader("val", train=False)
-
-    def state_dict(self) -> dict:
-        """Saved in every checkpoint: the epoch and how many of its batches this rank has trained."""
-        trained = self.trainer.fit_loop.epoch_loop.batch_progress.current.processed
-        return {"epoch": self.trainer.current_epoch, "batches_done": trained}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.resume_at = state

@@ -13,7 +13,7 @@ from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint, Timer, T
 from lightning.pytorch.utilities import rank_zero_only
 
 from nmtbench.config import ConfigError, Params
-from nmtbench.data.batching import TranslationData
+from nmtbench.data.datamodule import TranslationData
 from nmtbench.data.tokenizer import Tokenizer, load_tokenized, model_files
 from nmtbench.files import write_json
 from nmtbench.loading import read_vocab
