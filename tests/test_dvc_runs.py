@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers.project import pipeline_env
+from helpers.project import keep_models, pipeline_env
 
 ROOT = Path(__file__).resolve().parents[1]
 MIRROR = os.environ.get("NMTBENCH_DATA_MIRROR")
@@ -29,10 +29,7 @@ def make_workspace(folder: Path):
 
     subprocess.run([sys.executable, "-m", "nmtbench", "--params", str(ROOT / "params.yaml"), "workspace", str(folder),
                     "--profile", str(ROOT / "profiles/smoke.yaml")], check=True, env=env, capture_output=True)
-    params = yaml.safe_load((folder / "params.yaml").read_text())
-    params["models"] = {name: params["models"][name] for name in MODELS}
-    params["compare"]["baseline"] = params["beam_sweep"]["model"] = MODELS[0]
-    (folder / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    keep_models(folder, MODELS)
     commit(run, "two models")
     return run
 

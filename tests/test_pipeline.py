@@ -7,13 +7,22 @@ import pytest
 import yaml
 from sacrebleu.metrics import BLEU, CHRF, TER
 
-from helpers.project import ROOT, pipeline_workspace, scores
+from helpers.project import ROOT, keep_models, pipeline_workspace, scores
 from nmtbench.config import load_params
 from nmtbench.data.tokenizer import load_tokenized
 from nmtbench.runs import RunPaths
 from nmtbench.tracking import read_offline_run
 
 MIRROR = os.environ.get("NMTBENCH_DATA_MIRROR")
+
+
+# The smoke profile cut to the models that every part of the comparison needs: the baseline Transformer, a
+# decoder-only one beside it, an RNN without attention and one with, and the two hybrids (the encoder x decoder
+# 2 x 2). Each of the grid's other variants builds, trains a step, decodes and counts its FLOPs in the unit tests
+# (test_models, test_module, test_flops, test_tuning); `make smoke` runs the whole grid through DVC. Each model
+# here costs CI three processes of about 15 s of CPU each (tune, train, evaluate), most of it imports.
+GRID = ("transformer", "decoder_only", "lstm", "lstm_attention_general", "hybrid_transformer_lstm",
+        "hybrid_lstm_transformer")
 
 
 @pytest.fixture(scope="module")
@@ -23,6 +32,7 @@ def smoke(tmp_path_factory):
                     "(make test does when one is beside the checkout)")
     workspace = tmp_path_factory.mktemp("smoke")
     run = pipeline_workspace(workspace, ROOT / "profiles/smoke.yaml")
+    keep_models(workspace, GRID)
     run("dvc", "repro")
     return workspace, run
 
@@ -71,7 +81,7 @@ def test_smoke_pipeline_scores_every_model(smoke):
     assert "## Produced by" in table and "<h2>Produced by</h2>" in page
 
 
-LAUNCHED = ("transformer", "lstm_attention_dot")  # one of each family, trained at once as the two jobs
+LAUNCHED = ("transformer", "lstm_attention_general")  # one of each family, trained at once as the two jobs
 
 
 @pytest.mark.slow
@@ -82,9 +92,7 @@ def test_two_models_launched_as_two_jobs_of_one_thread_score_as_in_dvc_repro(smo
     workspace, _ = smoke
     folder = tmp_path_factory.mktemp("smoke_launched")
     launched = pipeline_workspace(folder, ROOT / "profiles/smoke.yaml")
-    params = yaml.safe_load((folder / "params.yaml").read_text())
-    params["models"] = {name: params["models"][name] for name in LAUNCHED}
-    params["compare"]["baseline"] = params["beam_sweep"]["model"] = LAUNCHED[0]
+    params = keep_models(folder, LAUNCHED)
     params["launch"] = {"executor": "local", "jobs": 2, "threads_per_job": 1}
     (folder / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     progress = launched("nmtbench", "launch").stdout

@@ -62,6 +62,16 @@ def pipeline_workspace(workspace: Path, profile: Path, **env: str):
     return lambda *cmd: subprocess.run(cmd, cwd=workspace, env=env, check=True, capture_output=True, text=True)
 
 
+def keep_models(workspace: Path, names: tuple[str, ...]) -> dict:
+    """Cut a workspace's params.yaml to these of its models, the first the baseline and the beam sweep's model;
+    returns the params written."""
+    params = yaml.safe_load((workspace / "params.yaml").read_text())
+    params["models"] = {name: params["models"][name] for name in names}
+    params["compare"]["baseline"] = params["beam_sweep"]["model"] = names[0]
+    (workspace / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return params
+
+
 # what differs between two runs of the same params: how long things took, and when and where they ran
 TIMINGS = {"train_seconds", "train_tokens_per_s", "sentences_per_s", "decode_seconds", "provenance"}
 
