@@ -29,7 +29,9 @@ def make_workspace(folder: Path):
 
     subprocess.run([sys.executable, "-m", "nmtbench", "--params", str(ROOT / "params.yaml"), "workspace", str(folder),
                     "--profile", str(ROOT / "profiles/smoke.yaml")], check=True, env=env, capture_output=True)
-    keep_models(folder, MODELS)
+    params = keep_models(folder, MODELS)
+    params["tune"]["trials"] = 0  # as in params.yaml; the smoke pipeline covers tuning
+    (folder / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     commit(run, "two models")
     return run
 
