@@ -29,9 +29,7 @@ def make_workspace(folder: Path):
 
     subprocess.run([sys.executable, "-m", "nmtbench", "--params", str(ROOT / "params.yaml"), "workspace", str(folder),
                     "--profile", str(ROOT / "profiles/smoke.yaml")], check=True, env=env, capture_output=True)
-    params = keep_models(folder, MODELS)
-    params["tune"]["trials"] = 0  # as in params.yaml; the smoke pipeline covers tuning
-    (folder / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    keep_models(folder, MODELS, tune={"trials": 0})  # untuned as in params.yaml; the smoke pipeline covers tuning
     commit(run, "two models")
     return run
 

@@ -4,7 +4,6 @@ import os
 import re
 
 import pytest
-import yaml
 from sacrebleu.metrics import BLEU, CHRF, TER
 
 from helpers.project import ROOT, keep_models, pipeline_workspace, scores
@@ -92,9 +91,7 @@ def test_two_models_launched_as_two_jobs_of_one_thread_score_as_in_dvc_repro(smo
     workspace, _ = smoke
     folder = tmp_path_factory.mktemp("smoke_launched")
     launched = pipeline_workspace(folder, ROOT / "profiles/smoke.yaml")
-    params = keep_models(folder, LAUNCHED)
-    params["launch"] = {"executor": "local", "jobs": 2, "threads_per_job": 1}
-    (folder / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    params = keep_models(folder, LAUNCHED, launch={"executor": "local", "jobs": 2, "threads_per_job": 1})
     progress = launched("nmtbench", "launch").stdout
     assert "2 local job(s) at once, 1 thread(s) each" in progress and "done: report in " in progress
     assert "Data and pipelines are up to date." in launched("dvc", "status").stdout

@@ -62,10 +62,10 @@ def pipeline_workspace(workspace: Path, profile: Path, **env: str):
     return lambda *cmd: subprocess.run(cmd, cwd=workspace, env=env, check=True, capture_output=True, text=True)
 
 
-def keep_models(workspace: Path, names: tuple[str, ...]) -> dict:
-    """Cut a workspace's params.yaml to these of its models, the first the baseline and the beam sweep's model;
-    returns the params written."""
-    params = yaml.safe_load((workspace / "params.yaml").read_text())
+def keep_models(workspace: Path, names: tuple[str, ...], **blocks: dict) -> dict:
+    """Cut a workspace's params.yaml to these of its models, the first the baseline and the beam sweep's model, and
+    merge blocks into it ({"tune": {"trials": 0}} changes that key alone); returns the params written."""
+    params = merge(yaml.safe_load((workspace / "params.yaml").read_text()), blocks)
     params["models"] = {name: params["models"][name] for name in names}
     params["compare"]["baseline"] = params["beam_sweep"]["model"] = names[0]
     (workspace / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
