@@ -22,8 +22,8 @@ def pairs(count: int, start: int) -> list[tuple[str, str]]:
 
 
 SPLITS = {"train": pairs(400, 0), "val": pairs(20, 1000), "heldout": pairs(12, 2000)}
-# one model: what these runs check is that the source's splits reach every stage (each family's decoding and
-# one vocabulary per side are the unit tests' and the smoke pipeline's), and each model costs three stages
+# one model: what these runs check is that the source's splits reach every stage (each family's decoding is the
+# unit tests' and the smoke pipeline's), and each model costs three stages
 TINY_MODELS = {"transformer": {"family": "transformer", "d_model": 32, "heads": 2, "layers": 1, "d_ff": 64}}
 
 
