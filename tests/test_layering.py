@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import nmtbench
+from helpers.project import pipeline_env
 
 PACKAGE = Path(nmtbench.__file__).parent
 BELOW_TRAINING = ("data", "models", "decoding", "evaluation")
@@ -124,3 +125,14 @@ def test_decoding_a_test_set_imports_no_lightning():
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'lightning', 'torch'}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["['torch']"]
+
+
+def test_an_evaluation_logged_to_wandb_imports_no_lightning(trained_copy):
+    """Evaluation's W&B run is wandb's own, not Lightning's logger, which would import Lightning to log a table."""
+    code = ("import sys; from nmtbench.cli import main; code = main(['evaluate', 'tiny']); "
+            "print(code, sorted({m.split('.')[0] for m in sys.modules} & {'lightning', 'wandb'}))")
+    env = {**pipeline_env(WANDB_MODE="offline"), **{var: str(trained_copy) for var in ("WANDB_DIR", "WANDB_CONFIG_DIR",
+                                                                                       "WANDB_CACHE_DIR")}}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.stdout.splitlines()[-1:] == ["0 ['wandb']"], done.stdout + done.stderr[-2000:]
+    assert len(list((trained_copy / "wandb").glob("offline-run-*-evaluate-tiny-seed*"))) == 1

@@ -29,9 +29,10 @@ L.Trainer(logger=False, enable_checkpointing=False, default_root_dir=str(root))
 from lightning.pytorch.utilities._pytree import _tree_flatten
 _tree_flatten({"loss": 1.0})
 
-from nmtbench.tracking import make_wandb_logger
+from nmtbench.tracking import make_wandb_logger, start_run
 logger = make_wandb_logger(WandbConfig(mode="offline", project="p", group="g"), "m", root / "runs", {})
 logger.experiment.finish()
+start_run(WandbConfig(mode="offline", project="p", group="g"), "e", root / "runs", {}).finish()
 """
 NOISE = ["Generating train split", "Saving the dataset", "thrown while requesting", "Retrying in",
          "litlogger", "GPU available", "LeafSpec", "anonymous setting", "Run history", "Tracking run with wandb"]

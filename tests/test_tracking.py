@@ -15,6 +15,7 @@ from nmtbench.tracking import (
     read_offline_run,
     read_table,
     run_tags,
+    start_run,
 )
 
 
@@ -119,24 +120,26 @@ def test_wandb_logger_round_trip(tmp_path, monkeypatch):
     ]
 
 
-def test_disabled_mode_from_params(monkeypatch):
+@pytest.mark.parametrize("start", [make_wandb_logger, start_run])
+def test_disabled_mode_from_params(monkeypatch, start):
     monkeypatch.delenv("WANDB_MODE", raising=False)
-    assert make_wandb_logger(WandbConfig(mode="disabled"), "m", Path("unused"), {}) is None
+    assert start(WandbConfig(mode="disabled"), "m", Path("unused"), {}) is None
 
 
-def test_wandb_mode_env_wins_over_params(monkeypatch):
+@pytest.mark.parametrize("start", [make_wandb_logger, start_run])
+def test_wandb_mode_env_wins_over_params(monkeypatch, start):
     monkeypatch.setenv("WANDB_MODE", "disabled")
-    assert make_wandb_logger(WandbConfig(mode="online"), "m", Path("unused"), {}) is None
+    assert start(WandbConfig(mode="online"), "m", Path("unused"), {}) is None
 
 
 def test_tables_are_read_back_from_an_offline_run(tmp_path, monkeypatch):
     quiet_offline_env(monkeypatch, tmp_path)
     cfg = WandbConfig(project="nmtbench-test", group="exp2")
-    logger = make_wandb_logger(cfg, "gru", tmp_path, {}, run_tags("gru", {"family": "rnn"}, 7), job_type="evaluate")
+    run = start_run(cfg, "gru", tmp_path, {}, run_tags("gru", {"family": "rnn"}, 7), job_type="evaluate")
     rows = [[0, "A cat.", "Eine Katze.", "Eine Katze ."], [1, "Rain „falls“.", "Regen fällt.", ""]]
-    log_tables(logger, {"translations/val": (["index", "source", "reference", "hypothesis"], rows),
-                        "other": (["x"], [[1.5]])})
-    run_dir = finish(logger.experiment)
+    log_tables(run, {"translations/val": (["index", "source", "reference", "hypothesis"], rows),
+                     "other": (["x"], [[1.5]])})
+    run_dir = finish(run)
     read = read_offline_run(run_dir)
     assert read["run"] == {"name": "gru", "group": "exp2", "job_type": "evaluate", "tags": ["gru", "rnn", "seed7"]}
     table = read_table(run_dir, read["summary"]["translations/val"])
@@ -150,9 +153,9 @@ def test_offline_folders_name_the_job_and_the_run_and_experiments_group_apart(tm
     quiet_offline_env(monkeypatch, tmp_path)
     assert experiment_group(WandbConfig(group="smoke")) == "smoke"
     monkeypatch.setenv("DVC_EXP_NAME", "lr-low")  # as `dvc exp run -n lr-low` exports it to every stage
-    logger = make_wandb_logger(WandbConfig(group="smoke"), "gru/seed7", tmp_path, {}, job_type="evaluate")
-    assert re.fullmatch(r"evaluate-gru-seed7-[0-9a-f]{6}", logger.version)
-    finish_run(logger, {"bleu": 1.5}, {"wall_seconds": 2.25, "git": {"commit": None, "dirty": None}})
+    run = start_run(WandbConfig(group="smoke"), "gru/seed7", tmp_path, {}, job_type="evaluate")
+    assert re.fullmatch(r"evaluate-gru-seed7-[0-9a-f]{6}", run.id)
+    finish_run(run, {"bleu": 1.5}, {"wall_seconds": 2.25, "git": {"commit": None, "dirty": None}})
     (run_dir,) = (tmp_path / "wandb").glob("offline-run-*")
     assert re.fullmatch(r"offline-run-\d{8}_\d{6}-evaluate-gru-seed7-[0-9a-f]{6}", run_dir.name)
     read = read_offline_run(run_dir)

@@ -69,9 +69,9 @@ def run_id(name: str, job_type: str) -> str:
     return f"{readable}-{uuid.uuid4().hex[:6]}"
 
 
-def make_wandb_logger(cfg: WandbConfig, name: str, save_dir: Path, config: dict, tags: Sequence[str] = (),
-                      job_type: str = "train"):
-    """Return a Lightning WandbLogger for one run, or None when tracking is disabled.
+def run_settings(cfg: WandbConfig, name: str, save_dir: Path, config: dict, tags: Sequence[str] = (),
+                 job_type: str = "train") -> dict | None:
+    """wandb.init's arguments for one run, or None when tracking is disabled.
 
     Every run of an experiment shares its group (`experiment_group`); `job_type` tells a model's training
     run from its evaluation run, and the run id starts with both (`run_id`). The config holds what
@@ -87,42 +87,63 @@ def make_wandb_logger(cfg: WandbConfig, name: str, save_dir: Path, config: dict,
         return None
     if mode == "online":
         require_wandb_login()
-    from lightning.pytorch.loggers import WandbLogger
-
-    save_dir = Path(save_dir)
-    save_dir.mkdir(parents=True, exist_ok=True)
-    # mode goes straight to wandb.init; WandbLogger's own offline=True would set WANDB_MODE for the
-    # whole process, leaking into every later run.
     import wandb
 
-    logger = WandbLogger(name=name, id=run_id(name, job_type), save_dir=str(save_dir), project=cfg.project,
-                         group=experiment_group(cfg), mode=mode, tags=list(tags),
-                         config={**config, "provenance": describe()}, job_type=job_type,
-                         settings=wandb.Settings(quiet=True))  # no banner or run history: the stage prints its result
+    Path(save_dir).mkdir(parents=True, exist_ok=True)
+    return {"name": name, "id": run_id(name, job_type), "dir": str(save_dir), "project": cfg.project,
+            "group": experiment_group(cfg), "mode": mode, "tags": list(tags),
+            "config": {**config, "provenance": describe()}, "job_type": job_type,
+            "settings": wandb.Settings(quiet=True)}  # no banner or run history: the stage prints its result
+
+
+def start_run(cfg: WandbConfig, name: str, save_dir: Path, config: dict, tags: Sequence[str] = (),
+              job_type: str = "evaluate"):
+    """A W&B run for a stage that trains nothing (evaluation, comparison), or None when tracking is disabled.
+
+    wandb.init itself: Lightning's logger would import Lightning, about 4 s of CPU per stage, for nothing."""
+    settings = run_settings(cfg, name, save_dir, config, tags, job_type)
+    if settings is None:
+        return None
+    import wandb
+
+    return wandb.init(**settings)
+
+
+def make_wandb_logger(cfg: WandbConfig, name: str, save_dir: Path, config: dict, tags: Sequence[str] = ()):
+    """A Lightning WandbLogger for one training run (`run_settings`), or None when tracking is disabled."""
+    settings = run_settings(cfg, name, save_dir, config, tags, job_type="train")
+    if settings is None:
+        return None
+    from lightning.pytorch.loggers import WandbLogger
+
+    # mode goes straight to wandb.init; WandbLogger's own offline=True would set WANDB_MODE for the
+    # whole process, leaking into every later run.
+    logger = WandbLogger(save_dir=settings.pop("dir"), **settings)
     # Lightning passes anonymous=None to wandb.init, which W&B then warns has no effect, once per run
     logger._wandb_init.pop("anonymous", None)
     return logger
 
 
-def finish_run(logger, summary: dict, provenance: dict) -> None:
-    """Record the final figures in the run summary and the stage's provenance in its config; close the run.
+def finish_run(run, summary: dict, provenance: dict) -> None:
+    """Record the final figures in the run summary and the stage's provenance in its config; close the run
+    (a training's: its logger's `experiment`).
 
     `finish` returns before the offline `.wandb` file is complete; `teardown` waits for it, so a
     reader in the same process (a test, a later stage) sees every record.
     """
     import wandb
 
-    logger.experiment.config.update({"provenance": provenance}, allow_val_change=True)
-    logger.experiment.summary.update(summary)
-    logger.experiment.finish()
+    run.config.update({"provenance": provenance}, allow_val_change=True)
+    run.summary.update(summary)
+    run.finish()
     wandb.teardown()
 
 
-def log_tables(logger, tables: dict[str, tuple[list[str], list[list]]]) -> None:
-    """Log {key: (columns, rows)} as wandb.Tables to the logger's run."""
+def log_tables(run, tables: dict[str, tuple[list[str], list[list]]]) -> None:
+    """Log {key: (columns, rows)} as wandb.Tables to the run."""
     import wandb
 
-    logger.experiment.log({key: wandb.Table(columns=columns, data=rows) for key, (columns, rows) in tables.items()})
+    run.log({key: wandb.Table(columns=columns, data=rows) for key, (columns, rows) in tables.items()})
 
 
 def read_offline_run(run_dir: Path) -> dict:

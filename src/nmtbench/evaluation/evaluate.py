@@ -22,7 +22,7 @@ from nmtbench.models.interface import Seq2Seq
 from nmtbench.progress import progress_bar
 from nmtbench.provenance import stamp
 from nmtbench.runs import RunPaths
-from nmtbench.tracking import finish_run, log_tables, make_wandb_logger, run_tags
+from nmtbench.tracking import finish_run, log_tables, run_tags, start_run
 
 TRANSLATION_COLUMNS = ["index", "source", "reference", "hypothesis"]
 
@@ -43,10 +43,10 @@ def evaluate(params: Params, name: str, seed: int | None = None, tokenized_dir: 
     dataset = load_tokenized(tokenized_dir)
     attention = attention_example(model, tokenizer, dataset, params)  # a bad report block fails before any work
     # before decoding: W&B online without an account fails here, not after the work
-    logger = make_wandb_logger(params.wandb, f"{name}-seed{seed}", Path("."),
-                               {"model": name, "seed": seed, **block, **params.evaluate.model_dump(),
-                                "params": model.num_parameters()},
-                               run_tags(name, block, seed), job_type="evaluate")
+    run = start_run(params.wandb, f"{name}-seed{seed}", Path("."),
+                    {"model": name, "seed": seed, **block, **params.evaluate.model_dump(),
+                     "params": model.num_parameters()},
+                    run_tags(name, block, seed), job_type="evaluate")
     metrics, translations, texts = {}, {}, {}
     for split in params.data.eval_splits:
         started = time.perf_counter()
@@ -73,10 +73,10 @@ def evaluate(params: Params, name: str, seed: int | None = None, tokenized_dir: 
     write_json(paths.attention, attention)
     provenance = stamp(started)
     write_json(paths.eval_metrics, {**metrics, "provenance": provenance})
-    if logger:
-        log_tables(logger, translations)
+    if run:
+        log_tables(run, translations)
         summary = {f"{split}/{key}": value for split, scores in metrics.items() for key, value in scores.items()}
-        finish_run(logger, summary, provenance)
+        finish_run(run, summary, provenance)
     return metrics
 
 

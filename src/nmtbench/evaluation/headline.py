@@ -11,7 +11,7 @@ from pathlib import Path
 
 from nmtbench.config import WandbConfig
 from nmtbench.runs import RESULTS
-from nmtbench.tracking import experiment_group, finish_run, log_tables, make_wandb_logger
+from nmtbench.tracking import experiment_group, finish_run, log_tables, start_run
 
 BLEU_METRICS = RESULTS / "bleu.json"
 SCORES = {"bleu": "BLEU", "bleu_lc": "BLEU lc", "chrf": "chrF"}  # key in the comparison -> column of the table
@@ -35,10 +35,10 @@ def log_experiment(cfg: WandbConfig, comparison: dict, root: Path = Path(".")) -
     split = comparison["splits"][0]
     config = {"models": list(comparison["models"]), "seeds": comparison["seeds"], "baseline": comparison["baseline"],
               "split": split}
-    logger = make_wandb_logger(cfg, experiment_group(cfg), root, config, ["comparison"], job_type="compare")
-    if logger is None:
+    run = start_run(cfg, experiment_group(cfg), root, config, ["comparison"], job_type="compare")
+    if run is None:
         return
     columns, rows = table(comparison)
-    log_tables(logger, {f"headline/{split}": (columns, rows)})
+    log_tables(run, {f"headline/{split}": (columns, rows)})
     summary = {f"{split}/{key}/{row[0]}": value for row in rows for key, value in zip(SCORES, row[1:])}
-    finish_run(logger, summary, comparison["provenance"]["compare"])
+    finish_run(run, summary, comparison["provenance"]["compare"])

@@ -157,7 +157,7 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
     provenance = stamp(started)
     write_json(metrics_path, {**metrics, "provenance": provenance})
     if logger:
-        finish_run(logger, metrics, provenance)
+        finish_run(logger.experiment, metrics, provenance)
     shutil.rmtree(unfinished, ignore_errors=True)  # finished: nothing left to resume
     return metrics
 
