@@ -11,7 +11,7 @@ JOBS ?=
 export JOBS
 
 .DEFAULT_GOAL := help
-.PHONY: smoke lint test chromium postgresql test-fast test-gpu gpu-bundle gpu-check gpu-rehearse gpu-report bench-decode bench-train \
+.PHONY: smoke lint test test-e2e chromium postgresql test-fast test-gpu gpu-bundle gpu-check gpu-rehearse gpu-report bench-decode bench-train \
   bench-data clean-smoke
 
 smoke: $(VENV)/.installed ## the whole pipeline on tiny settings in runs/smoke, leaving your outputs alone (PROFILES=..., JOBS=N)
@@ -28,8 +28,11 @@ lint: $(VENV)/.installed ## ruff on src, tests, benchmarks, tools and examples (
 TEST_WORKERS ?= auto
 PYTEST := OMP_NUM_THREADS=1 python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
-test: lint chromium postgresql ## lint, then every test, the end-to-end smoke pipeline included
-	$(PYTEST)
+test: lint chromium postgresql ## lint, then the unit tests and one real dvc repro: the smoke pipeline (not the e2e lane)
+	$(PYTEST) -m "not e2e"
+
+test-e2e: $(VENV)/.installed ## the other real pipelines (marked e2e): other profiles and sources, a launched pair, the GPU script
+	$(PYTEST) -m e2e
 
 # The report's browser test needs Chromium: install Debian's package when it is missing and this
 # machine allows (root, apt-get); otherwise say so and let that one test skip.

@@ -187,6 +187,7 @@ def pipeline_outputs(models: list[str], seed: int) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_a_probe_then_a_grid_with_a_failed_run_compares_the_others_and_every_result_names_the_commit(
         tmp_path, monkeypatch, make_data_mirror):
     """As on the GPU machine: no .git beside the code, its commit in the carried file. The probe measures packing;

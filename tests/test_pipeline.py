@@ -84,6 +84,7 @@ LAUNCHED = ("transformer", "lstm_attention_general")  # one of each family, trai
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_two_models_launched_as_two_jobs_of_one_thread_score_as_in_dvc_repro(smoke, tmp_path_factory):
     """nmtbench launch runs the pipeline as concurrent jobs and records every stage the DVC way: each model's
     scores, steps and val losses exactly as the sequential smoke run's (FLOP budgets, so from scratch on a machine

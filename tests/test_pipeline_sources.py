@@ -59,6 +59,7 @@ def assert_heldout_reaches_every_stage(workspace):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_files_source_runs_the_pipeline_and_reruns_prepare_when_the_corpus_changes(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -91,6 +92,7 @@ def test_files_source_runs_the_pipeline_and_reruns_prepare_when_the_corpus_chang
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_hub_source_runs_the_pipeline(tmp_path):
     folder = tmp_path / "hub-dataset"  # laid out as the hub serves a dataset: parquet per split, translation column
     folder.mkdir()

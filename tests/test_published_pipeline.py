@@ -12,7 +12,7 @@ from helpers.project import ROOT, pipeline_workspace
 from nmtbench.config import merge
 from nmtbench.data.preprocess import moses_lowercase
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 # at tiny sizes, and each recipe stopped after its own number of updates, which train.json must show
 TINY = {"data": {"max_train_pairs": 300, "max_eval_pairs": 15}, "tokenize": {"vocab_size": 400},
         "train": {"max_epochs": 1, "val_bleu_sentences": 10},

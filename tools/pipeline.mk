@@ -18,7 +18,7 @@ export WANDB_SILENT ?= true
 .PHONY: help setup repro tune report exp exp-show claims $(VENV)/.installed
 
 help: ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(PIPELINE_MK) $(filter-out $(PIPELINE_MK),$(MAKEFILE_LIST)) \
+	@grep -hE '^[a-z0-9-]+:.*## ' $(PIPELINE_MK) $(filter-out $(PIPELINE_MK),$(MAKEFILE_LIST)) \
 	  | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
 
 # Installs only when pyproject.toml's dependencies changed since the last install (tools/venv_stamp.py):
