@@ -23,10 +23,11 @@ lint: $(VENV)/.installed ## ruff on src, tests, benchmarks, tools and examples (
 
 # Test files run in parallel, one pytest-xdist worker per core, each file whole on one worker: a module's
 # fixtures (the smoke pipeline of test_pipeline.py) are then built once. TEST_WORKERS=0 runs them in one process.
+# The longest files start first (tests/conftest.py, LONGEST_FIRST), not xdist's default of the most tests first.
 # One torch thread per process (the pipelines' stages inherit it): workers each spinning a thread pool the size
 # of the machine wait on each other, and make test-fast took 391 s on 2 cores instead of 131 s.
 TEST_WORKERS ?= auto
-PYTEST := OMP_NUM_THREADS=1 python -m pytest -n $(TEST_WORKERS) --dist loadfile
+PYTEST := OMP_NUM_THREADS=1 python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: lint chromium postgresql ## lint, then the unit tests and one real dvc repro: the smoke pipeline (not the e2e lane)
 	$(PYTEST) -m "not e2e"

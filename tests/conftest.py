@@ -1,4 +1,5 @@
-"""Shared fixtures: tiny data mirrors and a tiny project trained once per session; what they build is in helpers/."""
+"""Shared fixtures: tiny data mirrors and a tiny project trained once per session; what they build is in helpers/.
+And the order the test files start in."""
 from __future__ import annotations
 
 import shutil
@@ -8,6 +9,18 @@ import pytest
 
 from helpers.data import write_mirror
 from helpers.project import TRAINED_MODELS, write_tiny_project
+
+# The files that take longest, longest first (CPU seconds measured in docs/testing.md: the smoke pipeline about 380,
+# the next about 100 each). make test runs each file whole on one worker, in collection order
+# (--dist loadfile --no-loadscope-reorder); xdist's own order, most tests first, started the smoke pipeline's
+# ten tests late, and the other workers then sat idle while it ran.
+LONGEST_FIRST = ("test_pipeline.py", "test_train_evaluate.py", "test_budget.py", "test_dvc_runs.py", "test_tuning.py",
+                 "test_launch.py", "test_models.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file keeps its own order
 
 
 @pytest.fixture
