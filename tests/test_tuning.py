@@ -263,6 +263,32 @@ def test_with_values_changes_only_the_model_tuned(project):
     assert changed.models["tiny_rnn"] == params.models["tiny_rnn"] and params.train.lr != 0.01
 
 
+@pytest.mark.parametrize("race", ["IntegrityError", "ProgrammingError", "OperationalError"])
+def test_a_worker_that_loses_the_race_to_create_the_tables_tries_again(tmp_path, monkeypatch, race):
+    """What two workers starting at once on a new PostgreSQL database make the slower one see: a row the other
+    inserted first (IntegrityError, three workers started by hand) or a schema it created only in part
+    (ProgrammingError, once in the two-worker test below under load). A lasting one ends in the one-line error."""
+    import sqlalchemy
+
+    real, calls, losses = optuna.create_study, [], {"raced": 2, "lasting": 5}
+
+    def create_study(**kwargs):  # loses the race a number of times, then creates the study
+        calls.append(kwargs["study_name"])
+        if len(calls) <= losses[current]:
+            raise getattr(sqlalchemy.exc, race)("CREATE TABLE studies", {}, Exception("the other worker's"))
+        return real(**kwargs)
+
+    monkeypatch.setattr(optuna, "create_study", create_study)
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
+    current = "raced"
+    study = open_study(TuneConfig(), "raced", tmp_path)
+    assert (study.study_name, len(calls)) == ("raced", 3) and (tmp_path / "study.db").is_file()
+    current, calls[:] = "lasting", []
+    with pytest.raises(ConfigError, match=r"^tune.storage: cannot open the sqlite storage \(" + race + r"\); check "
+                                          r"that the database is reachable and writable, then rerun$"):
+        open_study(TuneConfig(), "lasting", tmp_path)
+
+
 def storage(rdb: str):
     """The study's storage of a test: None (the SQLite file per model) or the URL of a throwaway PostgreSQL."""
     if rdb == "sqlite":

@@ -127,7 +127,9 @@ def open_study(cfg: TuneConfig, name: str, folder: Path) -> optuna.Study:
     scheme = url.split(":", 1)[0]  # never the rest in a message: a URL may hold a password
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # the retry callback's
     sampler = (optuna.samplers.TPESampler if cfg.sampler == "tpe" else optuna.samplers.RandomSampler)(seed=cfg.seed)
-    for attempt in range(1, 6):  # workers starting together race to create the tables and the study
+    # Workers starting together race to create the tables and the study: the losers see a duplicate row
+    # (IntegrityError) or, on PostgreSQL, a table that another worker has created only in part (ProgrammingError).
+    for attempt in range(1, 6):
         try:
             storage = optuna.storages.RDBStorage(
                 url, {"connect_args": {"timeout": 300}} if scheme == "sqlite" else None,  # SQLite: wait for a lock
@@ -135,7 +137,8 @@ def open_study(cfg: TuneConfig, name: str, folder: Path) -> optuna.Study:
                 heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(cfg.retries))
             return optuna.create_study(storage=storage, study_name=name, sampler=sampler, direction="maximize",
                                        load_if_exists=True)
-        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError) as error:
+        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError,
+                sqlalchemy.exc.ProgrammingError) as error:
             if attempt == 5:
                 raise ConfigError(f"tune.storage: cannot open the {scheme} storage ({type(error).__name__}); check "
                                   "that the database is reachable and writable, then rerun") from None
