@@ -2,6 +2,7 @@
 block (two runs from scratch scoring the same, one through `nmtbench launch`: tests/test_pipeline.py)."""
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,22 +17,38 @@ MIRROR = os.environ.get("NMTBENCH_DATA_MIRROR")
 MODELS = ("transformer", "lstm_attention_dot")  # the issue's reproduction: one of each family
 
 
-def make_workspace(folder: Path):
-    """A smoke workspace with only MODELS, committed; returns run(*command, check=True)."""
-    if not MIRROR:
-        pytest.skip("set NMTBENCH_DATA_MIRROR to a Multi30k mirror folder "
-                    "(make test does when one is beside the checkout)")
-    # one torch thread, as each launched job gets: the Transformers' float sums change with the thread count
+def runner(folder: Path):
+    """run(*command, check=True) in folder, as the pipeline's stages run: one torch thread, as each launched job
+    gets (the Transformers' float sums change with the thread count), W&B off."""
     env = pipeline_env(WANDB_MODE="disabled", OMP_NUM_THREADS="1")
 
     def run(*command, check=True):
         return subprocess.run(command, cwd=folder, env=env, check=check, capture_output=True, text=True)
-
-    subprocess.run([sys.executable, "-m", "nmtbench", "--params", str(ROOT / "params.yaml"), "workspace", str(folder),
-                    "--profile", str(ROOT / "profiles/smoke.yaml")], check=True, env=env, capture_output=True)
-    keep_models(folder, MODELS, tune={"trials": 0})  # untuned as in params.yaml; the smoke pipeline covers tuning
-    commit(run, "two models")
     return run
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory) -> Path:
+    """A smoke workspace with only MODELS, its transformer trained and evaluated by dvc repro, all committed; each
+    test changes a copy of it."""
+    if not MIRROR:
+        pytest.skip("set NMTBENCH_DATA_MIRROR to a Multi30k mirror folder "
+                    "(make test does when one is beside the checkout)")
+    folder = tmp_path_factory.mktemp("evaluated")
+    run = runner(folder)
+    run(sys.executable, "-m", "nmtbench", "--params", str(ROOT / "params.yaml"), "workspace", str(folder),
+        "--profile", str(ROOT / "profiles/smoke.yaml"))
+    keep_models(folder, MODELS, tune={"trials": 0})  # untuned as in params.yaml; the smoke pipeline covers tuning
+    run("dvc", "repro", "evaluate@transformer-42")
+    commit(run, "two models, one trained and evaluated")
+    return folder
+
+
+def copy_of(evaluated: Path, tmp_path: Path):
+    """A copy of the evaluated workspace (its git history and DVC cache too) and run() there."""
+    folder = tmp_path / "workspace"
+    shutil.copytree(evaluated, folder, symlinks=True)
+    return folder, runner(folder)
 
 
 def contents(folder: Path) -> dict[str, str]:
@@ -46,20 +63,18 @@ def commit(run, message: str):
 
 
 @pytest.mark.slow
-def test_after_a_failed_stage_dvc_checkout_restores_every_output(tmp_path):
+def test_after_a_failed_stage_dvc_checkout_restores_every_output(evaluated, tmp_path):
     """DVC deletes a stage's outputs before the stage can refuse bad params: all of them come back."""
-    run = make_workspace(tmp_path)
-    run("dvc", "repro", "evaluate@transformer-42")
-    commit(run, "outputs")
-    before = contents(tmp_path)
+    folder, run = copy_of(evaluated, tmp_path)
+    before = contents(folder)
     assert {"data/stats.json", "metrics/transformer/seed42/train.json", "metrics/transformer/seed42/learning_curve.csv",
             "metrics/transformer/seed42/eval.json", "metrics/transformer/seed42/attention.json"} <= set(before)
     for stage, block, key, mistake in (("prepare", "data", "max_length", -1),
                                        ("train@transformer-42", "train", "lr", -0.1),  # the issue's reproduction
                                        ("evaluate@transformer-42", "evaluate", "beam", 0)):
-        params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+        params = yaml.safe_load((folder / "params.yaml").read_text())
         params[block][key] = mistake
-        (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        (folder / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
         failed = run("dvc", "repro", stage, check=False)
         assert failed.returncode != 0
         assert f"error: {block}.{key}: must be > 0, got {mistake}" in failed.stderr + failed.stdout
@@ -69,18 +84,16 @@ def test_after_a_failed_stage_dvc_checkout_restores_every_output(tmp_path):
         run("dvc", "checkout", "evaluate@transformer-42", "--with-deps")
         status = run("dvc", "status", "evaluate@transformer-42", "--with-deps").stdout
         assert "Data and pipelines are up to date." in status  # nothing to retrain
-        assert contents(tmp_path) == before
+        assert contents(folder) == before
 
 
 @pytest.mark.slow
-def test_make_repro_with_a_bad_model_block_loses_nothing(tmp_path):
+def test_make_repro_with_a_bad_model_block_loses_nothing(evaluated, tmp_path):
     """make repro runs nmtbench check, then dvc repro, which deletes a training's train.json and learning curve
     before `nmtbench train` refuses the model's block. With the default params (tune.trials 0) check built no model
     config, so such a block cost those files; now check refuses it, and what params alone tell of the tying."""
-    run = make_workspace(tmp_path)
-    run("dvc", "repro", "train@transformer-42")
-    commit(run, "outputs")
-    before = contents(tmp_path)
+    folder, run = copy_of(evaluated, tmp_path)
+    before = contents(folder)
     assert {"metrics/transformer/seed42/train.json", "metrics/transformer/seed42/learning_curve.csv"} <= set(before)
     for changes, message in (
             ({"tie_embeddings": "maybe"}, "models.transformer.tie_embeddings: 'maybe' is not valid; choose one of all, "
@@ -89,13 +102,13 @@ def test_make_repro_with_a_bad_model_block_loses_nothing(tmp_path):
             ({"tie_embeddings": "all", "joint": False}, "models.transformer.tie_embeddings: all makes the source and "
                                                         "the target embedding one matrix, which needs one joint "
                                                         "vocabulary")):
-        params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+        params = yaml.safe_load((folder / "params.yaml").read_text())
         params["tokenize"]["joint"] = changes.pop("joint", True)
         params["models"]["transformer"].update(changes)
-        (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        (folder / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
         repro = run("make", "repro", check=False)
         assert repro.returncode != 0
         assert f"error: {message}" in repro.stderr
-        assert contents(tmp_path) == before
+        assert contents(folder) == before
         assert "Running stage" not in repro.stdout
         run("git", "checkout", "params.yaml")
