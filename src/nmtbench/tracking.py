@@ -69,8 +69,8 @@ def run_id(name: str, job_type: str) -> str:
     return f"{readable}-{uuid.uuid4().hex[:6]}"
 
 
-def run_settings(cfg: WandbConfig, name: str, save_dir: Path, config: dict, tags: Sequence[str] = (),
-                 job_type: str = "train") -> dict | None:
+def run_settings(cfg: WandbConfig, name: str, save_dir: Path, config: dict, tags: Sequence[str],
+                 job_type: str) -> dict | None:
     """wandb.init's arguments for one run, or None when tracking is disabled.
 
     Every run of an experiment shares its group (`experiment_group`); `job_type` tells a model's training
