@@ -51,7 +51,7 @@ def test_a_part_past_its_limit_is_cut_and_what_it_wrote_comes_back(tmp_path):
     assert "started, then hanging" in log
 
 
-def test_each_call_of_the_plan_runs_its_parts_and_a_wrong_call_is_refused(tmp_path):
+def test_each_call_of_the_plan_runs_its_parts_and_a_wrong_call_or_part_is_refused(tmp_path):
     done, out = gpu_check(tmp_path, GPU_CALL="2", GPU_CHECK_SECONDS="40")
     summary = (out / "summary.txt").read_text()
     assert done.returncode == 0 and "parts setup published; GPU, 40 s in all" in summary
@@ -59,6 +59,10 @@ def test_each_call_of_the_plan_runs_its_parts_and_a_wrong_call_is_refused(tmp_pa
     done, out = gpu_check(tmp_path, GPU_CALL="3")
     assert done.returncode == 2 and done.stderr == "gpu_check: GPU_CALL=3: expected 1 (setup tests grid) or 2 " \
                                                    "(setup published)\n"
+    done, _ = gpu_check(tmp_path / "misspelt", "setup", "gird")
+    assert done.returncode == 2 and done.stderr == "gpu_check: no part 'gird': expected setup, tests, grid, " \
+                                                   "published or probe\n"
+    assert not (tmp_path / "misspelt").exists()  # refused before anything is written
 
 
 def test_the_gpu_tests_run_each_under_a_timeout_and_their_failures_come_back(tmp_path):

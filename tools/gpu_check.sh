@@ -68,6 +68,10 @@ for part in setup tests grid published probe; do  # GPU_TESTS_SECONDS=120 and th
 done
 PARTS=("$@")
 [ ${#PARTS[@]} -gt 0 ] || PARTS=("${CALL_PARTS[@]}")
+for part in "${PARTS[@]}"; do
+  [ -n "${LIMIT[$part]:-}" ] || { echo "gpu_check: no part '$part': expected setup, tests, grid, published or probe" >&2
+                                   exit 2; }
+done
 TOKENIZED=$BUNDLE/corpora/default/tokenized  # params.yaml's data; the published part has its own
 mkdir -p "$OUT" "$WORK"
 SUMMARY=$OUT/summary.txt
@@ -110,7 +114,9 @@ EOF
 
 install_carried() {
   # pip may change only what a carried wheel replaces: every other installed package is pinned as it is, torch
-  # and the machine's CUDA stack first of all
+  # and the machine's CUDA stack first of all. Conflict warnings are off: the only ones pip gives here are the
+  # project's own pins, unmet by design (dvc, wandb and the rest no GPU stage imports; a CPU torch), which put an
+  # ERROR line in summary.txt; a carried package that does not fit fails check_machine's imports instead
   local into=()
   if [ -n "${GPU_PIP_TARGET:-}" ] || ! "$PY" -c 'import os, sys, sysconfig
 sys.exit(not os.access(sysconfig.get_path("purelib"), os.W_OK))'; then
@@ -121,16 +127,16 @@ sys.exit(not os.access(sysconfig.get_path("purelib"), os.W_OK))'; then
   if [ ${#into[@]} = 0 ]; then
     local pins=$WORK/setup/installed-pins.txt
     installed_against_carried pins >"$pins"
-    "$PY" -m pip install --no-index --find-links "$BUNDLE/wheels" -c "$pins" -r "$BUNDLE/requirements.txt" \
+    "$PY" -m pip install --no-index --no-warn-conflicts --find-links "$BUNDLE/wheels" -c "$pins" -r "$BUNDLE/requirements.txt" \
       || { echo "setup: pip could not meet every requirement with the machine's versions; installing the carried" \
                 "wheels of what the machine lacks, without their dependencies"
-           installed_against_carried missing | xargs "$PY" -m pip install --no-index --no-deps; }
+           installed_against_carried missing | xargs "$PY" -m pip install --no-index --no-deps --no-warn-conflicts; }
   else  # pip --target ignores what is installed: only the wheels of what the machine lacks, without dependencies
-    installed_against_carried missing | xargs "$PY" -m pip install --no-index --no-deps "${into[@]}"
+    installed_against_carried missing | xargs "$PY" -m pip install --no-index --no-deps --no-warn-conflicts "${into[@]}"
   fi
   # the project, without dependencies: its pins (a CPU torch among them) are this checkout's, not the machine's;
   # it gives the package's metadata, while PYTHONPATH puts the checkout's src first
-  "$PY" -m pip install --no-index --no-deps --force-reinstall "${into[@]}" "$BUNDLE"/wheels/nmtbench-*.whl
+  "$PY" -m pip install --no-index --no-deps --no-warn-conflicts --force-reinstall "${into[@]}" "$BUNDLE"/wheels/nmtbench-*.whl
 }
 
 check_machine() {

@@ -9,7 +9,7 @@
 # in it is refused, so a package the carried folder lacks fails here as it would there. Then it runs
 # tools/gpu_check.sh with GPU_CHECK_CPU=1, which installs the carried folder exactly as on the GPU machine.
 #   tools/gpu_rehearse.sh              the plan's two calls, one after the other, into OUT/call1 and OUT/call2
-#   tools/gpu_rehearse.sh part ...     these parts of tools/gpu_check.sh alone, into OUT
+#   tools/gpu_rehearse.sh setup grid   these parts of tools/gpu_check.sh alone (any of its parts), into OUT
 # GPU_REHEARSAL_VENV (default /tmp/nmtbench-gpu-machine) and OUT (default /tmp/nmtbench-gpu-rehearsal) move them.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
