@@ -114,10 +114,10 @@ EOF
 
 install_carried() {
   # pip may change only what a carried wheel replaces: every other installed package is pinned as it is, torch
-  # and the machine's CUDA stack first of all. Conflict warnings are off: the only ones pip gives here are the
-  # project's own pins, unmet by design (dvc, wandb and the rest no GPU stage imports; a CPU torch), which put an
-  # ERROR line in summary.txt; a carried package that does not fit fails check_machine's imports instead
-  local into=()
+  # and the machine's CUDA stack first of all. pip sees what is installed, not the checkout's src (where a local
+  # build leaves nmtbench.egg-info)
+  local PYTHONPATH=$MACHINE_PYTHONPATH into=()
+  export PYTHONPATH
   if [ -n "${GPU_PIP_TARGET:-}" ] || ! "$PY" -c 'import os, sys, sysconfig
 sys.exit(not os.access(sysconfig.get_path("purelib"), os.W_OK))'; then
     echo "setup: installing into $SITE, put on PYTHONPATH (the machine's packages are read-only, or GPU_PIP_TARGET" \
@@ -125,17 +125,21 @@ sys.exit(not os.access(sysconfig.get_path("purelib"), os.W_OK))'; then
     rm -rf "$SITE" && mkdir -p "$SITE" && into=(--target "$SITE")
   fi
   if [ ${#into[@]} = 0 ]; then
+    # an earlier call's project would have pip warn of its unmet pins below, an ERROR line in summary.txt that
+    # says nothing of the carried packages; it is installed again at the end
+    "$PY" -m pip uninstall --yes --quiet nmtbench 2>/dev/null
     local pins=$WORK/setup/installed-pins.txt
     installed_against_carried pins >"$pins"
-    "$PY" -m pip install --no-index --no-warn-conflicts --find-links "$BUNDLE/wheels" -c "$pins" -r "$BUNDLE/requirements.txt" \
+    "$PY" -m pip install --no-index --find-links "$BUNDLE/wheels" -c "$pins" -r "$BUNDLE/requirements.txt" \
       || { echo "setup: pip could not meet every requirement with the machine's versions; installing the carried" \
                 "wheels of what the machine lacks, without their dependencies"
-           installed_against_carried missing | xargs "$PY" -m pip install --no-index --no-deps --no-warn-conflicts; }
+           installed_against_carried missing | xargs "$PY" -m pip install --no-index --no-deps; }
   else  # pip --target ignores what is installed: only the wheels of what the machine lacks, without dependencies
-    installed_against_carried missing | xargs "$PY" -m pip install --no-index --no-deps --no-warn-conflicts "${into[@]}"
+    installed_against_carried missing | xargs "$PY" -m pip install --no-index --no-deps "${into[@]}"
   fi
-  # the project, without dependencies: its pins (a CPU torch among them) are this checkout's, not the machine's;
-  # it gives the package's metadata, while PYTHONPATH puts the checkout's src first
+  # the project, without dependencies: its pins (a CPU torch among them) are this checkout's, not the machine's,
+  # and those it leaves unmet (dvc, wandb and the rest no GPU stage imports) are so by design, so no warning of
+  # them; it gives the package's metadata, while PYTHONPATH puts the checkout's src first
   "$PY" -m pip install --no-index --no-deps --no-warn-conflicts --force-reinstall "${into[@]}" "$BUNDLE"/wheels/nmtbench-*.whl
 }
 
