@@ -88,7 +88,12 @@ def test_the_published_profile_trains_the_papers_two_systems_on_their_recipes_on
     assert (params.train.accelerator, params.train.precision) == ("gpu", "bf16-mixed")
     tiny = params.for_model("transformer_tiny").train
     assert (tiny.lr, tiny.warmup_steps, tiny.average_last, tiny.max_steps) == (0.005, 2000, 10, 8000)
-    assert params.for_model("gru_attention").train.batch_tokens == 1024
+    # the Revisit-MMT fork's own defaults, which its command relies on (not fairseq 0.9.0's)
+    assert (tiny.label_smoothing, tiny.gradient_clip_val, tiny.early_stopping_metric) == (0.1, 25.0, "loss")
+    assert (params.evaluate.length_penalty, params.evaluate.alpha) == ("normalize", 1.0)  # fairseq's lenpen 1
+    gru = params.for_model("gru_attention")
+    assert (gru.train.batch_tokens, gru.train.early_stopping_patience, gru.train.gradient_clip_val) == (1024, 20, 5.0)
+    assert gru.models["gru_attention"]["init_hidden"] == "bridge"  # nmtpytorch's dec_init: mean_ctx
 
 
 def test_the_rehearsal_runs_the_gpu_profiles_on_the_cpu_at_smoke_sizes():
