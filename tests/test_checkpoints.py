@@ -26,6 +26,22 @@ def test_the_fingerprint_changes_with_model_train_and_vocabulary_only():
     assert fingerprint != run_fingerprint(BLOCK, TRAIN, "abc", 2)
 
 
+def test_the_epoch_ceiling_is_not_part_of_the_fingerprint_unless_a_cosine_schedule_stretches_over_it():
+    fingerprint = run_fingerprint(BLOCK, {**TRAIN, "max_epochs": 30}, "abc", 1)
+    assert fingerprint == run_fingerprint(BLOCK, {**TRAIN, "max_epochs": 100}, "abc", 1) == run_fingerprint(
+        BLOCK, TRAIN, "abc", 1)
+    cosine = {**TRAIN, "schedule": "cosine"}
+    assert run_fingerprint(BLOCK, {**cosine, "max_epochs": 30}, "abc", 1) != run_fingerprint(
+        BLOCK, {**cosine, "max_epochs": 100}, "abc", 1)
+    # checkpoints written before kept the ceiling in theirs: the module accepts both
+    train = {"lr": 0.001, "max_epochs": 30}
+    legacy = run_fingerprint(BLOCK, train, "abc", 1, with_ceiling=True)
+    assert legacy != run_fingerprint(BLOCK, train, "abc", 1)
+    vocab = {"size": 20, "pad": 0, "unk": 1, "bos": 2, "eos": 3, "sha256": "abc"}
+    module = TranslationModule("m", BLOCK, vocab, train, 1)
+    assert module.resumable_fingerprints == (run_fingerprint(BLOCK, train, "abc", 1), legacy)
+
+
 def test_a_run_is_fingerprinted_by_both_vocabularies_and_a_joint_one_as_before():
     """A run started before one vocabulary per side existed keeps its fingerprint, so it still resumes."""
     joint = {"size": 20, "pad": 0, "unk": 1, "bos": 2, "eos": 3, "sha256": "abc"}
@@ -42,13 +58,13 @@ def write_last(folder, fingerprint, step=7):
 
 def test_only_the_same_run_resumes_and_another_is_set_aside(tmp_path, capsys):
     unfinished = tmp_path / "unfinished"
-    assert resumable_checkpoint(unfinished, "mine") is None  # nothing to resume
+    assert resumable_checkpoint(unfinished, ("mine",)) is None  # nothing to resume
     write_last(unfinished, "mine")
-    assert resumable_checkpoint(unfinished, "mine") == unfinished / "last.ckpt"
+    assert resumable_checkpoint(unfinished, ("mine",)) == unfinished / "last.ckpt"
     assert f"resuming {unfinished / 'last.ckpt'} at step 7" in capsys.readouterr().err
     write_last(unfinished, "theirs")
-    assert resumable_checkpoint(unfinished, "mine", set_aside=False) is None and unfinished.is_dir()
-    assert resumable_checkpoint(unfinished, "mine") is None
+    assert resumable_checkpoint(unfinished, ("mine",), set_aside=False) is None and unfinished.is_dir()
+    assert resumable_checkpoint(unfinished, ("mine",)) is None
     (aside,) = tmp_path.glob("unfinished.set-aside-*")
     assert not unfinished.exists()
     assert torch.load(aside / "last.ckpt", weights_only=False)["nmtbench"]["run"] == "theirs"
@@ -59,7 +75,7 @@ def test_an_unreadable_last_checkpoint_is_set_aside(tmp_path):
     unfinished = tmp_path / "unfinished"
     unfinished.mkdir()
     (unfinished / "last.ckpt").write_bytes(b"half a checkpoint")
-    assert resumable_checkpoint(unfinished, "mine") is None
+    assert resumable_checkpoint(unfinished, ("mine",)) is None
     (aside,) = tmp_path.glob("unfinished.set-aside-*")
     assert (aside / "last.ckpt").read_bytes() == b"half a checkpoint"
 

@@ -394,6 +394,31 @@ def test_a_run_crashed_again_and_again_resumes_to_the_uninterrupted_result(proje
     assert not Path("models/tiny/seed42/unfinished").exists()
 
 
+def test_a_run_that_reaches_its_ceiling_before_early_stopping_continues_when_the_ceiling_is_raised(
+        project, tmp_path, monkeypatch, capfd):
+    """Not converged at max_epochs 2: it keeps its last checkpoint; at max_epochs 3 it goes on to the result of a run
+    trained with 3 from the start."""
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    params = set_train_params(early_stopping_patience=10, deterministic=True, max_epochs=3)
+    whole = train(params, "tiny", root=tmp_path / "whole")
+    capfd.readouterr()
+    ceiling = train(set_train_params(max_epochs=2), "tiny")
+    assert (ceiling["stopped_by"], ceiling["epochs"]) == ("max_epochs", 2)
+    assert "tiny reached max_epochs (2) before early stopping" in capfd.readouterr().err
+    assert Path("models/tiny/seed42/unfinished/last.ckpt").is_file()
+    resumed = train(set_train_params(max_epochs=3), "tiny")
+    assert f"resuming models/tiny/seed42/unfinished/last.ckpt at step {ceiling['steps']}" in capfd.readouterr().err
+    assert without_timings(resumed) == without_timings(whole) and resumed["stopped_by"] == "max_epochs"
+    assert_same_tensors(checkpoint_state("models/tiny/seed42/best.ckpt"),
+                        checkpoint_state(tmp_path / "whole/models/tiny/seed42/best.ckpt"))
+
+
+def test_a_run_stopped_by_its_ceiling_without_early_stopping_keeps_nothing_to_resume(project, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    assert train(set_train_params(max_epochs=1), "tiny")["stopped_by"] == "max_epochs"
+    assert not Path("models/tiny/seed42/unfinished").exists()
+
+
 def test_a_flop_budget_stops_training_early_and_is_reported(trained, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "disabled")
     whole = json.loads(Path("metrics/tiny/seed42/train.json").read_text())  # the same run without a budget

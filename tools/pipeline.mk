@@ -15,7 +15,7 @@ export WANDB_SILENT ?= true
 
 .DEFAULT_GOAL := help
 # $(VENV)/.installed is phony: the stamp script, not the file's time, decides whether to install
-.PHONY: help setup repro tune report exp exp-show claims $(VENV)/.installed
+.PHONY: help setup repro converge tune report exp exp-show claims $(VENV)/.installed
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(PIPELINE_MK) $(filter-out $(PIPELINE_MK),$(MAKEFILE_LIST)) \
@@ -39,6 +39,12 @@ setup: $(VENV)/.installed ## create .venv and install the pinned dependencies fr
 repro: $(VENV)/.installed ## run the whole pipeline on the default params (dvc repro; JOBS=N: N stages at once)
 	nmtbench check
 	$(if $(JOBS),nmtbench launch --jobs $(JOBS),dvc repro)
+
+# MODELS="a b": start these models first, in this order
+MODELS ?=
+converge: $(VENV)/.installed ## train every run to its own stopping and evaluate it (JOBS=N at once, MODELS first); again resumes
+	nmtbench check
+	nmtbench converge $(MODELS) $(if $(JOBS),--jobs $(JOBS))
 
 tune: $(VENV)/.installed ## tune every model on val BLEU (tune.trials trials each, 0 by default: set it first; docs/tuning.md)
 	nmtbench check

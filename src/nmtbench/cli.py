@@ -197,6 +197,14 @@ def _launch(args):
         raise ConfigError(f"dvc: {error}") from None
 
 
+def _converge(args):
+    from nmtbench.launch.converge import converge
+
+    if args.jobs is not None and args.jobs < 1:
+        raise ConfigError(f"--jobs: must be at least 1, got {args.jobs}")
+    return converge(load_params(args.params), args.jobs, args.models, status_only=args.status)
+
+
 def _workspace(args):
     from nmtbench.workspace import make_workspace
 
@@ -260,6 +268,12 @@ def build_parser() -> argparse.ArgumentParser:
     launch.add_argument("stages", nargs="*", help="only these stages and what they need (default: every stage)")
     launch.add_argument("--jobs", type=int, help="stages at once (default: launch.jobs)")
     launch.add_argument("--executor", choices=("auto", "local", "slurm"), help="default: launch.executor")
+    converge = command("converge", _converge, "train every run to its own stopping and evaluate it, N at once: says "
+                       "what is left and how long it should take, then starts what has not finished and resumes "
+                       "what was interrupted (docs/training.md)")
+    converge.add_argument("models", nargs="*", help="models to start first, in this order (default: params.yaml's)")
+    converge.add_argument("--jobs", type=int, help="trainings at once (default: launch.jobs)")
+    converge.add_argument("--status", action="store_true", help="only say what is left")
     workspace = command("workspace", _workspace, "a separate DVC workspace running params.yaml + profiles")
     workspace.add_argument("target", help="folder to create or refresh")
     workspace.add_argument("--profile", required=True, action="append",

@@ -27,11 +27,12 @@ class Running:
     started: float = field(default_factory=time.monotonic)
 
 
-def launch(cfg: LaunchConfig, targets: list[str] | None = None, out=sys.stdout, train: TrainConfig | None = None
-           ) -> int:
+def launch(cfg: LaunchConfig, targets: list[str] | None = None, out=sys.stdout, train: TrainConfig | None = None,
+           prefer: list[str] | None = None) -> int:
     """Run what DVC finds out of date in the current folder, the root of a DVC project (as `dvc repro` does); 0 when
     every stage ended recorded, 1 when one failed, 130 on Ctrl-C. train: the project's train block, whose
-    num_nodes and devices size a DDP training's SLURM job."""
+    num_nodes and devices size a DDP training's SLURM job. prefer: stage names in the order to start them when
+    several are ready (the rest after them, in dvc.yaml's order); without it, dvc.yaml's order."""
     root = Path.cwd()
     folder = FOLDER
     (folder / "logs").mkdir(parents=True, exist_ok=True)
@@ -41,6 +42,9 @@ def launch(cfg: LaunchConfig, targets: list[str] | None = None, out=sys.stdout, 
         gpus = jobs.visible_gpus() if kind == "local" and cfg.gpus_per_job else []
         slots = jobs.local_slots(cfg, gpus) if kind == "local" else cfg.jobs
         todo = stages.plan(root, targets)
+        if prefer:
+            rank = {name: index for index, name in enumerate(prefer)}
+            todo.sort(key=lambda stage: rank.get(stage.name, len(rank)))  # stable: the rest keep dvc.yaml's order
         if not todo:
             print("nmtbench launch: every stage is up to date", file=out)
             return 0

@@ -31,16 +31,20 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         write_bytes(Path(path), buffer.getvalue())
 
 
-def run_fingerprint(block: dict, train: dict, vocab: str, seed: int) -> str:
+def run_fingerprint(block: dict, train: dict, vocab: str, seed: int, with_ceiling: bool = False) -> str:
     """sha256 of everything that decides a run's result (vocab: tokenizer.vocab_id of the vocabularies): two runs
-    with the same one may continue each other."""
+    with the same one may continue each other. The epoch ceiling decides only where a run ends, unless a cosine
+    schedule stretches over it, so it is left out: a run that reached its max_epochs continues when it is raised.
+    with_ceiling: the fingerprint as checkpoints written before that had it, so they still resume."""
+    if not with_ceiling and train.get("schedule") != "cosine":
+        train = {key: value for key, value in train.items() if key != "max_epochs"}
     described = json.dumps({"model": block, "train": train, "vocab": vocab, "seed": seed},
                            sort_keys=True, default=str)
     return hashlib.sha256(described.encode()).hexdigest()
 
 
-def resumable_checkpoint(unfinished: Path, fingerprint: str, set_aside: bool = True) -> Path | None:
-    """unfinished/last.ckpt when it belongs to the run with this fingerprint, else None.
+def resumable_checkpoint(unfinished: Path, fingerprints: tuple[str, ...], set_aside: bool = True) -> Path | None:
+    """unfinished/last.ckpt when it belongs to the run with one of these fingerprints, else None.
 
     Anything else in the folder (another run's checkpoint, an unreadable one, snapshots without a
     last.ckpt) is renamed to unfinished.set-aside-<time>, when set_aside (on one process only).
@@ -56,7 +60,7 @@ def resumable_checkpoint(unfinished: Path, fingerprint: str, set_aside: bool = T
             found, step = checkpoint.get("nmtbench", {}).get("run"), checkpoint.get("global_step")
         except Exception:  # torch raises many kinds for a damaged file; it is set aside like a foreign one
             found = None
-    if found == fingerprint:
+    if found in fingerprints:
         print(f"nmtbench train: resuming {last} at step {step}", file=sys.stderr)
         return last
     if set_aside and any(unfinished.iterdir()):

@@ -64,6 +64,12 @@ class TranslationModule(L.LightningModule):
     def fingerprint(self) -> str:
         return run_fingerprint(self.hparams.block, self.hparams.train, vocab_id(self.hparams.vocab), self.hparams.seed)
 
+    @property
+    def resumable_fingerprints(self) -> tuple[str, str]:
+        """This run's fingerprint, and the one its checkpoints had before the epoch ceiling was left out of it."""
+        return self.fingerprint, run_fingerprint(self.hparams.block, self.hparams.train, vocab_id(self.hparams.vocab),
+                                                 self.hparams.seed, with_ceiling=True)
+
     def loss(self, batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Label-smoothed cross-entropy per target token, padding ignored; also the plain (unsmoothed) sum
         and the number of target tokens, both left on the device."""

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import shutil
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -76,7 +77,7 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
     data = TranslationData(tokenized_dir, cfg.batch_tokens, seed, cfg.num_workers)
     # what this run needs to continue after an interruption; removed once it has finished
     unfinished = Path(model_dir) / "unfinished"
-    resume_from = resumable_checkpoint(unfinished, module.fingerprint, set_aside=rank_zero_only.rank == 0)
+    resume_from = resumable_checkpoint(unfinished, module.resumable_fingerprints, set_aside=rank_zero_only.rank == 0)
     monitor, mode = BEST[cfg.early_stopping_metric]
     checkpoint = ModelCheckpoint(dirpath=model_dir, filename="best", monitor=monitor, mode=mode,
                                  save_top_k=1, auto_insert_metric_name=False, enable_version_counter=False)
@@ -147,6 +148,10 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
         "precision": precision,
         "stopped_by": stopped_by(trainer, early_stopping, flop_budget),
     }
+    # a run meant to stop early that reached its ceiling first is not converged: it keeps what it needs to go on
+    unconverged = early_stopping is not None and metrics["stopped_by"] == "max_epochs"
+    if unconverged:
+        trainer.save_checkpoint(unfinished / "last.ckpt")  # every process: under DDP saving is collective
     if not trainer.is_global_zero:  # with data parallelism, one process writes the results
         return metrics
     # the model folder alone is enough to translate
@@ -158,7 +163,12 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
     write_json(metrics_path, {**metrics, "provenance": provenance})
     if logger:
         finish_run(logger.experiment, metrics, provenance)
-    shutil.rmtree(unfinished, ignore_errors=True)  # finished: nothing left to resume
+    if unconverged:
+        print(f"nmtbench train: {name} reached max_epochs ({cfg.max_epochs}) before early stopping, so it has not "
+              f"converged; raise models.{name}.train.max_epochs and train again to continue it from "
+              f"{unfinished / 'last.ckpt'}", file=sys.stderr)
+    else:
+        shutil.rmtree(unfinished, ignore_errors=True)  # finished: nothing left to resume
     return metrics
 
 

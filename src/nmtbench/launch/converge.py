@@ -1,0 +1,147 @@
+"""`nmtbench converge` (make converge): train every run of a workspace to its own stopping and evaluate it, N at once,
+across as many sittings as it takes. Each call first says what is left, with the time it should take estimated
+from the epochs measured so far, then starts what has not finished and resumes what was interrupted (each
+training from its last checkpoint: docs/training.md, "Resuming"); every run is evaluated as soon as it has
+trained, so its translations land before the next model starts."""
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from nmtbench.config import LaunchConfig, Params
+from nmtbench.launch.scheduler import FOLDER, alive, lock_owner
+from nmtbench.runs import RunPaths
+
+# epochs a run is assumed to take until one in the workspace has stopped early: the 2 x 2 converged in 18 to 23
+# (docs/results/2026-11-26-converged-2x2-cpu.md)
+ASSUMED_EPOCHS = 21
+
+
+@dataclass
+class RunProgress:
+    model: str
+    seed: int
+    family: str
+    state: str  # evaluated, trained, in progress (a launcher is running here), interrupted or not started
+    epochs: float = 0.0
+    seconds: float = 0.0  # training wall time so far, validations included
+    best_val_bleu: float | None = None
+    stopped_by: str | None = None
+
+    @property
+    def seconds_per_epoch(self) -> float | None:
+        return self.seconds / self.epochs if self.epochs >= 1 else None
+
+    @property
+    def training_done(self) -> bool:
+        return self.state in ("evaluated", "trained")
+
+
+def progress(params: Params, root: Path = Path(".")) -> list[RunProgress]:
+    """Where every run of the models x seeds grid stands, from the files training and evaluation write."""
+    launcher = lock_owner(root / FOLDER / "launch.lock")
+    unfinished = "in progress" if launcher and alive(launcher) else "interrupted"
+    found = []
+    for model, block in params.models.items():
+        for seed in params.seeds:
+            paths = RunPaths(model, seed, root)
+            run = RunProgress(model, seed, str(block.get("family")), "not started")
+            if paths.train_metrics.is_file():
+                metrics = json.loads(paths.train_metrics.read_text())
+                run.state = "evaluated" if paths.eval_metrics.is_file() else "trained"
+                run.epochs, run.seconds = metrics["epochs"], metrics["train_seconds"]
+                run.best_val_bleu, run.stopped_by = metrics.get("best_val_bleu"), metrics.get("stopped_by")
+            elif paths.learning_curve.is_file():
+                with paths.learning_curve.open() as f:
+                    rows = list(csv.DictReader(f))
+                if rows:
+                    run.state = unfinished
+                    run.epochs, run.seconds = float(rows[-1]["epoch"]), float(rows[-1]["wall_seconds"])
+                    bleus = [float(row["val_bleu"]) for row in rows if row["val_bleu"]]
+                    run.best_val_bleu = max(bleus) if bleus else None
+            if run.state == "not started" and (paths.model_dir / "unfinished" / "last.ckpt").is_file():
+                run.state = unfinished  # before its first validation
+            found.append(run)
+    return found
+
+
+def seconds_left(runs: list[RunProgress]) -> tuple[dict[tuple[str, int], float | None], int]:
+    """Each unfinished run's training time left, and the epochs a run is expected to take: the median of the runs
+    here that stopped early, else ASSUMED_EPOCHS. A run's time per epoch is its own, else the median of its
+    family's measured runs, else of every measured run; None where nothing is measured yet."""
+    stopped = [run.epochs for run in runs if run.stopped_by == "early_stopping"]
+    expected = round(statistics.median(stopped)) if stopped else ASSUMED_EPOCHS
+    measured = [run for run in runs if run.seconds_per_epoch]
+    left = {}
+    for run in runs:
+        if run.training_done:
+            continue
+        pace = run.seconds_per_epoch
+        if pace is None:
+            kin = [other.seconds_per_epoch for other in measured if other.family == run.family] or [
+                other.seconds_per_epoch for other in measured]
+            pace = statistics.median(kin) if kin else None
+        left[run.model, run.seed] = None if pace is None else max(expected - run.epochs, 1) * pace
+    return left, expected
+
+
+def status_table(runs: list[RunProgress], jobs: int) -> str:
+    """What is left, a line per run, and the hours it should take at `jobs` at once."""
+    left, expected = seconds_left(runs)
+    lines = [f"{'model':<26} {'seed':>4}  {'state':<12} {'epochs':>6}  {'best val BLEU':>13}  {'s/epoch':>7}  "
+             f"{'left':>7}  stopped by"]
+    for run in runs:
+        pace = run.seconds_per_epoch
+        todo = left.get((run.model, run.seed))
+        lines.append(
+            f"{run.model:<26} {run.seed:>4}  {run.state:<12} {run.epochs:>6.1f}  "
+            f"{'-' if run.best_val_bleu is None else f'{run.best_val_bleu:.2f}':>13}  "
+            f"{'-' if pace is None else f'{pace:.0f}':>7}  "
+            f"{'-' if run.training_done else '?' if todo is None else f'{todo / 3600:.1f} h':>7}  "
+            f"{run.stopped_by or '-'}")
+    counts = {state: sum(run.state == state for run in runs)
+              for state in ("evaluated", "trained", "in progress", "interrupted", "not started")}
+    known = [seconds for seconds in left.values() if seconds is not None]
+    unknown = len(left) - len(known)
+    estimate = (f"about {sum(known) / 3600 / jobs:.1f} h of training left at {jobs} at once"
+                + (f", {unknown} run(s) not yet estimable" if unknown else "")) if left else "no training left"
+    basis = "" if not left else (f" ({expected} epochs a run, from the runs here that stopped early)"
+                                 if any(run.stopped_by == "early_stopping" for run in runs)
+                                 else f" ({expected} epochs a run assumed until one stops early)")
+    ceiling = [run.model for run in runs if run.stopped_by == "max_epochs"]
+    lines.append(", ".join(f"{count} {state}" for state, count in counts.items()) + f"; {estimate}{basis}")
+    if ceiling:
+        lines.append(f"reached max_epochs before early stopping (not converged): {', '.join(ceiling)}; raise "
+                     "models.<model>.train.max_epochs in params.yaml and run again to continue them")
+    return "\n".join(lines)
+
+
+def stage_order(runs: list[RunProgress], first: list[str] = ()) -> list[str]:
+    """Each run's training, then its evaluation, run by run (the models `first` first, in that order, then the rest
+    in params.yaml's), then the comparison: the launcher starts the first ready stage of this list, so a run is
+    evaluated before the next model starts."""
+    position = {model: index for index, model in enumerate(first)}
+    order = []
+    for run in sorted(runs, key=lambda run: position.get(run.model, len(position))):
+        order += [f"train@{run.model}-{run.seed}", f"evaluate@{run.model}-{run.seed}"]
+    return order + ["compare"]
+
+
+def converge(params: Params, jobs: int | None = None, first: list[str] = (), status_only: bool = False,
+             out=sys.stdout) -> int:
+    """first: models to start before the others, in this order."""
+    from nmtbench.launch import launch
+
+    for model in first:
+        params.model_block(model)  # an unknown name is refused in one line
+    cfg: LaunchConfig = params.launch.model_copy(update={"jobs": jobs} if jobs else {})
+    runs = progress(params)
+    print(status_table(runs, cfg.jobs), file=out)
+    if status_only:
+        return 0
+    order = stage_order(runs, first)
+    return launch(cfg, targets=order, out=out, train=params.train, prefer=order)

@@ -1,0 +1,160 @@
+"""nmtbench converge (make converge): what is left and how long it should take, exactly on hand-made run files; the
+order it starts stages in; and, on a tiny workspace, a SIGKILL of everything it started mid-epoch, then the same
+command, ending where an uninterrupted run ends, scores compared exactly."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+import yaml
+
+from helpers.project import keep_models, pipeline_env, scores
+from nmtbench.cli import main
+from nmtbench.config import ConfigError, parse_params
+from nmtbench.launch.converge import ASSUMED_EPOCHS, progress, seconds_left, stage_order, status_table
+
+ROOT = Path(__file__).resolve().parents[1]
+MIRROR = os.environ.get("NMTBENCH_DATA_MIRROR")
+
+
+def grid(models: dict, seeds=(1,)):
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    first = next(iter(models))
+    return parse_params({**raw, "models": models, "seeds": list(seeds),
+                         "compare": {**raw["compare"], "baseline": first},
+                         "beam_sweep": {**raw["beam_sweep"], "model": first, "seed": seeds[0]}})
+
+
+RNN, TRANSFORMER = {"family": "rnn"}, {"family": "transformer"}
+
+
+def write_run(root: Path, model: str, train: dict | None = None, curve: list[tuple] = (), evaluated=False):
+    folder = root / "metrics" / model / "seed1"
+    folder.mkdir(parents=True)
+    if train:
+        (folder / "train.json").write_text(json.dumps(train))
+    if curve:
+        lines = ["step,epoch,wall_seconds,target_tokens,train_flops,train_loss,val_loss,val_ppl,val_bleu"]
+        lines += [f"{step},{epoch},{wall},0,0,1.0,1.0,2.7,{bleu}" for step, epoch, wall, bleu in curve]
+        (folder / "learning_curve.csv").write_text("\n".join(lines) + "\n")
+    if evaluated:
+        (folder / "eval.json").write_text("{}")
+
+
+def test_what_is_left_is_read_from_the_runs_files_and_timed_from_the_epochs_measured(tmp_path):
+    params = grid({"done": RNN, "half": TRANSFORMER, "kin": TRANSFORMER, "ceiling": RNN})
+    write_run(tmp_path, "done", {"epochs": 10, "train_seconds": 1000.0, "best_val_bleu": 30.5,
+                                 "stopped_by": "early_stopping"}, evaluated=True)
+    write_run(tmp_path, "half", curve=[(5, 1.0, 200.0, 10.0), (10, 2.0, 400.0, ""), (15, 2.5, 500.0, 12.25)])
+    write_run(tmp_path, "ceiling", {"epochs": 30, "train_seconds": 1500.0, "best_val_bleu": 20.0,
+                                    "stopped_by": "max_epochs"})
+    runs = progress(params, tmp_path)
+    assert [(r.model, r.state, r.epochs, r.best_val_bleu) for r in runs] == [
+        ("done", "evaluated", 10, 30.5), ("half", "interrupted", 2.5, 12.25), ("kin", "not started", 0.0, None),
+        ("ceiling", "trained", 30, 20.0)]
+    left, expected = seconds_left(runs)
+    # 10 epochs a run (the one that stopped early); half: 7.5 more at its own 200 s; kin: 10 at its family's 200 s
+    assert expected == 10 and left == {("half", 1): 1500.0, ("kin", 1): 2000.0}
+    table = status_table(runs, jobs=2).splitlines()
+    assert table[2].split() == ["half", "1", "interrupted", "2.5", "12.25", "200", "0.4", "h", "-"]
+    assert table[-2] == ("1 evaluated, 1 trained, 0 in progress, 1 interrupted, 1 not started; about 0.5 h of "
+                         "training left at 2 at once (10 epochs a run, from the runs here that stopped early)")
+    assert table[-1].startswith("reached max_epochs before early stopping (not converged): ceiling; raise "
+                                "models.<model>.train.max_epochs")
+
+
+def test_before_any_run_stops_early_an_assumed_epoch_count_is_said_and_unmeasured_runs_are_not_guessed(tmp_path):
+    params = grid({"a": RNN, "b": TRANSFORMER})
+    write_run(tmp_path, "a", curve=[(5, 1.0, 300.0, 1.0)])
+    (tmp_path / "models/b/seed1/unfinished").mkdir(parents=True)  # killed before its first validation
+    (tmp_path / "models/b/seed1/unfinished/last.ckpt").write_bytes(b"")
+    runs = progress(params, tmp_path)
+    assert [run.state for run in runs] == ["interrupted", "interrupted"]
+    left, expected = seconds_left(runs)
+    assert expected == ASSUMED_EPOCHS and left[("a", 1)] == (ASSUMED_EPOCHS - 1) * 300.0
+    assert left[("b", 1)] == (ASSUMED_EPOCHS - 0) * 300.0  # no transformer measured: every measured run's pace
+    assert status_table(runs, jobs=1).endswith(f"({ASSUMED_EPOCHS} epochs a run assumed until one stops early)")
+
+
+def test_each_run_is_evaluated_before_the_next_starts_and_named_models_go_first(tmp_path):
+    runs = progress(grid({"a": RNN, "b": RNN, "c": TRANSFORMER}, seeds=(1, 2)), tmp_path)
+    assert stage_order(runs, ["c"])[:6] == ["train@c-1", "evaluate@c-1", "train@c-2", "evaluate@c-2", "train@a-1",
+                                            "evaluate@a-1"]
+    assert stage_order(runs)[-1] == "compare"
+
+
+def test_converge_refuses_an_unknown_model_and_a_bad_jobs_count_in_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    assert main(["converge", "--jobs", "0"]) == 2
+    assert capsys.readouterr().err.strip() == "nmtbench converge: error: --jobs: must be at least 1, got 0"
+    with pytest.raises(ConfigError, match="^unknown model 'transformr'"):
+        from nmtbench.launch.converge import converge
+        converge(grid({"a": RNN}), first=["transformr"])
+
+
+def kill_everything(launcher: subprocess.Popen) -> None:
+    """What a power cut does: SIGKILL the launcher and every process under it, the training included."""
+    tree = [launcher.pid, *(child.pid for child in psutil.Process(launcher.pid).children(recursive=True))]
+    for pid in tree:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    launcher.wait()
+
+
+@pytest.mark.slow
+def test_a_sigkill_mid_epoch_then_the_same_command_gives_the_uninterrupted_result(tmp_path):
+    if not MIRROR:
+        pytest.skip("set NMTBENCH_DATA_MIRROR to a Multi30k mirror folder "
+                    "(make test does when one is beside the checkout)")
+    env = pipeline_env(WANDB_MODE="disabled")
+    first = tmp_path / "whole"
+    subprocess.run([sys.executable, "-m", "nmtbench", "--params", str(ROOT / "params.yaml"), "workspace", str(first),
+                    "--profile", str(ROOT / "profiles/converge_cpu.yaml"), "--profile",
+                    str(ROOT / "profiles/smoke.yaml")], check=True, env=env, capture_output=True)
+    # one tiny model to its own early stopping: patience 1 over at most 4 epochs, a checkpoint every 2 updates
+    keep_models(first, ("transformer",), tune={"trials": 0}, launch={"threads_per_job": 1},
+                train={"max_epochs": 4, "early_stopping_patience": 1, "checkpoint_every_steps": 2,
+                       "deterministic": True, "warmup_steps": 10, "val_bleu_sentences": 10})
+    killed = tmp_path / "killed"
+    shutil.copytree(first, killed)
+    command = [sys.executable, "-m", "nmtbench", "converge", "--jobs", "1"]
+    whole = subprocess.run(command, cwd=first, env=env, capture_output=True, text=True, timeout=900)
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+
+    launcher = subprocess.Popen(command, cwd=killed, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    last = killed / "models/transformer/seed42/unfinished/last.ckpt"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and launcher.poll() is None:
+        if last.is_file() and torch.load(last, map_location="cpu", weights_only=False)["global_step"] >= 4:
+            break  # the second checkpoint: mid-epoch (more than 4 updates an epoch)
+        time.sleep(0.05)
+    kill_everything(launcher)
+    state = torch.load(last, map_location="cpu", weights_only=False)
+    assert 0 < state["TranslationData"]["batches_done"]  # in the middle of an epoch
+    assert not (killed / "metrics/transformer/seed42/train.json").exists()
+
+    again = subprocess.run(command, cwd=killed, env=env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "transformer                  42  interrupted" in again.stdout  # what it said was left
+    for name in ("train.json", "eval.json"):
+        made = [json.loads((folder / "metrics/transformer/seed42" / name).read_text()) for folder in (first, killed)]
+        assert scores(made[0]) == scores(made[1])
+    assert json.loads((killed / "metrics/transformer/seed42/train.json").read_text())["stopped_by"] in (
+        "early_stopping", "max_epochs")
+    for folder in (first, killed):  # the comparison ran too, and nothing is left to do
+        assert (folder / "results/comparison.json").is_file()
+    status = subprocess.run([*command, "--status"], cwd=killed, env=env, capture_output=True, text=True, check=True)
+    assert status.stdout.splitlines()[-1].startswith("1 evaluated, 0 trained, 0 in progress, 0 interrupted, "
+                                                     "0 not started; no training left")
