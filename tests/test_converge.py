@@ -76,13 +76,23 @@ def test_before_any_run_stops_early_an_assumed_epoch_count_is_said_and_unmeasure
     params = grid({"a": RNN, "b": TRANSFORMER})
     write_run(tmp_path, "a", curve=[(5, 1.0, 300.0, 1.0)])
     (tmp_path / "models/b/seed1/unfinished").mkdir(parents=True)  # killed before its first validation
-    (tmp_path / "models/b/seed1/unfinished/last.ckpt").write_bytes(b"")
+    torch.save({"callbacks": {"LearningCurve": {"rows": []}}}, tmp_path / "models/b/seed1/unfinished/last.ckpt")
     runs = progress(params, tmp_path)
     assert [run.state for run in runs] == ["interrupted", "interrupted"]
     left, expected = seconds_left(runs)
     assert expected == ASSUMED_EPOCHS and left[("a", 1)] == (ASSUMED_EPOCHS - 1) * 300.0
     assert left[("b", 1)] == (ASSUMED_EPOCHS - 0) * 300.0  # no transformer measured: every measured run's pace
     assert status_table(runs, jobs=1).endswith(f"({ASSUMED_EPOCHS} epochs a run assumed until one stops early)")
+
+
+def test_a_resumed_runs_curve_is_read_from_its_checkpoint_until_its_first_validation_rewrites_the_file(tmp_path):
+    """dvc deletes learning_curve.csv when it reruns the stage; the checkpoint holds the rows."""
+    (tmp_path / "models/a/seed1/unfinished").mkdir(parents=True)
+    rows = [{"epoch": 1.0, "wall_seconds": 250.0, "val_bleu": 3.5}, {"epoch": 2.0, "wall_seconds": 500.0,
+                                                                     "val_bleu": 6.25}]
+    torch.save({"callbacks": {"LearningCurve": {"rows": rows}}}, tmp_path / "models/a/seed1/unfinished/last.ckpt")
+    (run,) = progress(grid({"a": RNN}), tmp_path)
+    assert (run.state, run.epochs, run.seconds_per_epoch, run.best_val_bleu) == ("interrupted", 2.0, 250.0, 6.25)
 
 
 def test_each_run_is_evaluated_before_the_next_starts_and_named_models_go_first(tmp_path):

@@ -60,11 +60,14 @@ def test_without_git_the_state_recorded_in_the_checkout_names_the_commit(tmp_pat
     assert git_state(checkout) == recorded and stamp(time.perf_counter())["git"] == recorded
 
 
-def test_a_checkout_wins_over_the_recorded_state(tmp_path, monkeypatch):
-    recorded = committed_checkout(tmp_path)
-    (tmp_path / "COMMIT").write_text(json.dumps({"commit": "0" * 40, "dirty": False}))
+def test_the_recorded_state_wins_over_a_copied_trees_stale_checkout(tmp_path, monkeypatch):
+    """A tree copied to a GPU machine can carry the .git of an older commit: the carried COMMIT names the code."""
+    stale = committed_checkout(tmp_path)
+    carried = {"commit": "0" * 40, "dirty": False}
+    (tmp_path / "COMMIT").write_text(json.dumps(carried))
+    assert git_state(tmp_path) == stale
     monkeypatch.setenv(COMMIT_FILE, str(tmp_path / "COMMIT"))
-    assert git_state(tmp_path) == recorded
+    assert git_state(tmp_path) == carried
 
 
 @pytest.mark.parametrize("text", ["", '{"commit": null, "dirty": false}', '{"commit": "abc", "dirty": false}',

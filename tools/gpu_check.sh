@@ -91,9 +91,9 @@ set_pythonpath() {
   [ -d "$SITE" ] && PYTHONPATH+=":$SITE"
   export PYTHONPATH="$PYTHONPATH${MACHINE_PYTHONPATH:+:$MACHINE_PYTHONPATH}"
 }
-commit_text() {  # for the summary: git's word where there is a checkout, else the carried COMMIT's
-  git -C "$ROOT" rev-parse --short HEAD 2>/dev/null \
-    || sed -nE 's/.*"commit": "([0-9a-f]{10}).*/\1 (the carried COMMIT)/p' "$NMTBENCH_COMMIT_FILE" 2>/dev/null | grep . \
+commit_text() {  # for the summary: the carried COMMIT's (a copied tree's .git can be an older commit's), else git's
+  sed -nE 's/.*"commit": "([0-9a-f]{10}).*/\1 (the carried COMMIT)/p' "$NMTBENCH_COMMIT_FILE" 2>/dev/null | grep . \
+    || git -C "$ROOT" rev-parse --short HEAD 2>/dev/null \
     || echo unknown
 }
 

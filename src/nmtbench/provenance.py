@@ -4,9 +4,10 @@ Every stage that writes figures stamps them with `stamp(started)` (train.json, e
 beam_sweep.json and the W&B runs' config), so two results can be compared knowing what ran them.
 The commit is that of the checkout holding this package's source (an editable install, as `make setup`
 makes), not of the folder a stage runs in: a workspace under runs/ is a git repository of its own, but
-its code is the project's. Where the code travels without its .git (a GPU machine without network), the
+its code is the project's. Where the code travels to another machine (a GPU machine without network), the
 file named by NMTBENCH_COMMIT_FILE holds the checkout's state as git_state gave it before it left
-(tools/gpu_bundle.py writes it), and stands in for git.
+(tools/gpu_bundle.py writes it), and stands in for git: when the variable is set it wins, since a copied tree
+may carry a .git of an older commit (the first GPU run's did, and recorded that commit as "with changes").
 """
 from __future__ import annotations
 
@@ -44,13 +45,15 @@ def describe() -> dict:
 def git_state(folder: Path) -> dict:
     """{"commit": full hash, "dirty": tracked files changed since it} of the git checkout holding folder.
 
-    Outside a checkout, in a repository without commits, or without git, both are the recorded state's
-    (recorded_state), or None. Like `git describe --dirty`, untracked files do not count; neither does
-    dvc.lock, which `dvc repro` itself rewrites.
+    Where NMTBENCH_COMMIT_FILE is set, the state recorded there (recorded_state) instead; outside a checkout, in a
+    repository without commits, or without git, both None. Like `git describe --dirty`, untracked files do not
+    count; neither does dvc.lock, which `dvc repro` itself rewrites.
     """
+    if os.environ.get(COMMIT_FILE):
+        return recorded_state()
     commit = _git(folder, "rev-parse", "HEAD")
     if commit is None:
-        return recorded_state()
+        return {"commit": None, "dirty": None}
     changes = _git(folder, "status", "--porcelain", "--untracked-files=no", "--", ":/", PIPELINE_RECORDS)
     return {"commit": commit, "dirty": None if changes is None else changes != ""}
 

@@ -12,6 +12,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from nmtbench.config import LaunchConfig, Params
 from nmtbench.launch.scheduler import FOLDER, alive, lock_owner
 from nmtbench.runs import RunPaths
@@ -55,18 +57,33 @@ def progress(params: Params, root: Path = Path(".")) -> list[RunProgress]:
                 run.state = "evaluated" if paths.eval_metrics.is_file() else "trained"
                 run.epochs, run.seconds = metrics["epochs"], metrics["train_seconds"]
                 run.best_val_bleu, run.stopped_by = metrics.get("best_val_bleu"), metrics.get("stopped_by")
-            elif paths.learning_curve.is_file():
-                with paths.learning_curve.open() as f:
-                    rows = list(csv.DictReader(f))
-                if rows:
+            else:
+                rows = curve_rows(paths)
+                if rows is not None:
                     run.state = unfinished
+                if rows:
                     run.epochs, run.seconds = float(rows[-1]["epoch"]), float(rows[-1]["wall_seconds"])
-                    bleus = [float(row["val_bleu"]) for row in rows if row["val_bleu"]]
+                    bleus = [float(row["val_bleu"]) for row in rows if row["val_bleu"] not in ("", None)]
                     run.best_val_bleu = max(bleus) if bleus else None
-            if run.state == "not started" and (paths.model_dir / "unfinished" / "last.ckpt").is_file():
-                run.state = unfinished  # before its first validation
             found.append(run)
     return found
+
+
+def curve_rows(paths: RunPaths) -> list[dict] | None:
+    """The learning curve of an unfinished run so far; None when it has not started. dvc deletes the curve file
+    when it reruns a training, so until the resumed run's first validation the rows are read from the checkpoint
+    it resumes, which carries them."""
+    if paths.learning_curve.is_file():
+        with paths.learning_curve.open() as f:
+            return list(csv.DictReader(f))
+    last = paths.model_dir / "unfinished" / "last.ckpt"
+    if not last.is_file():
+        return None
+    try:
+        checkpoint = torch.load(last, map_location="cpu", weights_only=False)
+        return list(checkpoint["callbacks"]["LearningCurve"]["rows"])
+    except Exception:  # torch raises many kinds for a damaged file; training sets it aside, here it is just unread
+        return []
 
 
 def seconds_left(runs: list[RunProgress]) -> tuple[dict[tuple[str, int], float | None], int]:
