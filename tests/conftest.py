@@ -2,6 +2,7 @@
 And the order the test files start in."""
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -21,6 +22,15 @@ LONGEST_FIRST = ("test_pipeline.py", "test_train_evaluate.py", "test_budget.py",
 def pytest_collection_modifyitems(items):
     rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file keeps its own order
+
+
+def pytest_runtest_logreport(report):
+    """With NMTBENCH_TEST_FAILURES naming a file (tools/gpu_check.sh's tests part), each failure's traceback is
+    appended there as it happens: pytest prints them only at the session's end, which a run cut short loses."""
+    path = os.environ.get("NMTBENCH_TEST_FAILURES")
+    if path and report.failed:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(f"FAILED {report.nodeid} ({report.when})\n{report.longreprtext}\n\n")
 
 
 @pytest.fixture

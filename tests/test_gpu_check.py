@@ -8,6 +8,7 @@ import sys
 import tarfile
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -72,6 +73,7 @@ def test_the_gpu_tests_run_each_under_a_timeout_and_their_failures_come_back(tmp
     python.write_text(f"""#!/bin/sh
 [ "$1" = -c ] && exit 0  # pytest-timeout is installed
 echo "$@" >{tmp_path / "pytest-arguments"}
+echo "$NMTBENCH_TEST_FAILURES" >{tmp_path / "failures-file"}
 echo "____ test_ddp_on_one_gpu ____"
 echo "E   Failed: Timeout (>45.0s) from pytest-timeout."
 echo "FAILED tests/test_gpu.py::test_ddp_on_one_gpu - Failed: Timeout (>45.0s) from pytest-timeout."
@@ -84,6 +86,8 @@ exit 1
     assert arguments[:4] == ["-m", "pytest", "-m", "gpu"]
     assert {"-rfE", "--tb=short", "faulthandler_timeout=55"} <= set(arguments)
     assert arguments[arguments.index("--timeout") + 1] == "45" and "tests/test_gpu.py" in arguments
+    # each failure's traceback as it happens (tests/conftest.py), into the part's folder that is packed
+    assert (tmp_path / "failures-file").read_text().strip().endswith("tests/failures.txt")
     summary = (out / "summary.txt").read_text()
     assert "tests: FAILED, exit 1" in summary
     assert "    FAILED tests/test_gpu.py::test_ddp_on_one_gpu - Failed: Timeout (>45.0s)" in summary
@@ -125,3 +129,17 @@ def test_where_the_machines_packages_are_read_only_setup_installs_beside_them_an
     assert f"carried, as imported: gpucheck_carried 0.1 from {site}\n" in summary  # through PYTHONPATH
     assert f"nmtbench code from {ROOT / 'src' / 'nmtbench'}" in summary  # the checkout's code still first
     assert importlib.metadata.version("nmtbench") != "0.0.1"  # this environment untouched
+
+
+def test_a_failures_traceback_is_written_as_it_happens_for_a_part_cut_short(tmp_path, monkeypatch):
+    """The first GPU run's tests part was cut at its limit before pytest printed its one failure."""
+    from conftest import pytest_runtest_logreport
+
+    failures = tmp_path / "failures.txt"
+    report = SimpleNamespace(nodeid="tests/test_x.py::test_y", when="call", longreprtext="E   assert 1 == 2")
+    pytest_runtest_logreport(SimpleNamespace(**vars(report), failed=True))  # unset: nothing written
+    assert not failures.exists()
+    monkeypatch.setenv("NMTBENCH_TEST_FAILURES", str(failures))
+    pytest_runtest_logreport(SimpleNamespace(**vars(report), failed=False))
+    pytest_runtest_logreport(SimpleNamespace(**vars(report), failed=True))
+    assert failures.read_text() == "FAILED tests/test_x.py::test_y (call)\nE   assert 1 == 2\n\n"
