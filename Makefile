@@ -66,7 +66,7 @@ gpu-bundle: $(VENV)/.installed ## the carried folder .gpu-bundle for a GPU machi
 	python tools/gpu_bundle.py
 
 .PHONY: gpu-commit
-gpu-commit: $(VENV)/.installed ## before each GPU call: .gpu-bundle/COMMIT, the commit every result there records (no .git travels)
+gpu-commit: $(VENV)/.installed ## before each GPU call: .gpu-bundle/COMMIT, the commit every result there records
 	python tools/gpu_bundle.py --commit-only
 
 # The plan's two calls (docs/gpu.md): GPU_CALL=1, at most 9 minutes: setup, the GPU tests, the grid to convergence;
