@@ -20,7 +20,7 @@ import yaml
 from helpers.project import keep_models, pipeline_env, scores
 from nmtbench.cli import main
 from nmtbench.config import ConfigError, parse_params
-from nmtbench.launch.converge import ASSUMED_EPOCHS, progress, seconds_left, stage_order, status_table
+from nmtbench.launch.converge import ASSUMED_EPOCHS, curves_table, progress, seconds_left, stage_order, status_table
 
 ROOT = Path(__file__).resolve().parents[1]
 MIRROR = os.environ.get("NMTBENCH_DATA_MIRROR")
@@ -93,6 +93,16 @@ def test_a_resumed_runs_curve_is_read_from_its_checkpoint_until_its_first_valida
     torch.save({"callbacks": {"LearningCurve": {"rows": rows}}}, tmp_path / "models/a/seed1/unfinished/last.ckpt")
     (run,) = progress(grid({"a": RNN}), tmp_path)
     assert (run.state, run.epochs, run.seconds_per_epoch, run.best_val_bleu) == ("interrupted", 2.0, 250.0, 6.25)
+
+
+def test_every_runs_curve_so_far_is_one_markdown_table(tmp_path):
+    params = grid({"done": RNN, "half": TRANSFORMER, "kin": TRANSFORMER})
+    write_run(tmp_path, "done", {"epochs": 2, "train_seconds": 10.0, "stopped_by": "early_stopping"},
+              curve=[(5, 1.0, 5.0, 10.5), (10, 2.0, 10.0, 11.0)])
+    write_run(tmp_path, "half", curve=[(5, 1.0, 200.0, 3.25)])
+    assert curves_table(params, tmp_path).splitlines()[2:] == [
+        "| done | 1 | 2 | 11.00 (2) | 10.5, 11.0 |", "| half | 1 | 1 | 3.25 (1) | 3.25 |",
+        "| kin | 1 | 0 | - | not started |"]
 
 
 def test_each_run_is_evaluated_before_the_next_starts_and_named_models_go_first(tmp_path):

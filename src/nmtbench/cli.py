@@ -202,7 +202,7 @@ def _converge(args):
 
     if args.jobs is not None and args.jobs < 1:
         raise ConfigError(f"--jobs: must be at least 1, got {args.jobs}")
-    return converge(load_params(args.params), args.jobs, args.models, status_only=args.status)
+    return converge(load_params(args.params), args.jobs, args.models, status_only=args.status, curves=args.curves)
 
 
 def _workspace(args):
@@ -274,6 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
     converge.add_argument("models", nargs="*", help="models to start first, in this order (default: params.yaml's)")
     converge.add_argument("--jobs", type=int, help="trainings at once (default: launch.jobs)")
     converge.add_argument("--status", action="store_true", help="only say what is left")
+    converge.add_argument("--curves", action="store_true",
+                          help="only print every run's val BLEU at each epoch so far, as a markdown table")
     workspace = command("workspace", _workspace, "a separate DVC workspace running params.yaml + profiles")
     workspace.add_argument("target", help="folder to create or refresh")
     workspace.add_argument("--profile", required=True, action="append",

@@ -137,6 +137,22 @@ def status_table(runs: list[RunProgress], jobs: int) -> str:
     return "\n".join(lines)
 
 
+def curves_table(params: Params, root: Path = Path(".")) -> str:
+    """Every run's greedy val BLEU at each validation so far, a markdown table of a row per run, for a results page
+    of runs still training: finished runs from their learning curve, unfinished ones from it or their checkpoint."""
+    lines = ["| model | seed | epochs | best val BLEU (epoch) | val BLEU at each epoch |", "|:---|---:|---:|---:|:---|"]
+    for model in params.models:
+        for seed in params.seeds:
+            rows = [row for row in curve_rows(RunPaths(model, seed, root)) or [] if row["val_bleu"] not in ("", None)]
+            if not rows:
+                lines.append(f"| {model} | {seed} | 0 | - | not started |")
+                continue
+            best = max(rows, key=lambda row: float(row["val_bleu"]))
+            lines.append(f"| {model} | {seed} | {float(rows[-1]['epoch']):g} | {float(best['val_bleu']):.2f} "
+                         f"({float(best['epoch']):g}) | {', '.join(str(row['val_bleu']) for row in rows)} |")
+    return "\n".join(lines)
+
+
 def stage_order(runs: list[RunProgress], first: list[str] = ()) -> list[str]:
     """Each run's training, then its evaluation, run by run (the models `first` first, in that order, then the rest
     in params.yaml's), then the comparison: the launcher starts the first ready stage of this list, so a run is
@@ -149,8 +165,11 @@ def stage_order(runs: list[RunProgress], first: list[str] = ()) -> list[str]:
 
 
 def converge(params: Params, jobs: int | None = None, first: list[str] = (), status_only: bool = False,
-             out=sys.stdout) -> int:
-    """first: models to start before the others, in this order."""
+             curves: bool = False, out=sys.stdout) -> int:
+    """first: models to start before the others, in this order. curves: only print every run's val BLEU so far."""
+    if curves:
+        print(curves_table(params), file=out)
+        return 0
     from nmtbench.launch import launch
 
     for model in first:
