@@ -20,7 +20,15 @@ import yaml
 from helpers.project import keep_models, pipeline_env, scores
 from nmtbench.cli import main
 from nmtbench.config import ConfigError, parse_params
-from nmtbench.launch.converge import ASSUMED_EPOCHS, curves_table, progress, seconds_left, stage_order, status_table
+from nmtbench.launch.converge import (
+    ASSUMED_EPOCHS,
+    curves_table,
+    export_finished,
+    progress,
+    seconds_left,
+    stage_order,
+    status_table,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 MIRROR = os.environ.get("NMTBENCH_DATA_MIRROR")
@@ -103,6 +111,18 @@ def test_every_runs_curve_so_far_is_one_markdown_table(tmp_path):
     assert curves_table(params, tmp_path).splitlines()[2:] == [
         "| done | 1 | 2 | 11.00 (2) | 10.5, 11.0 |", "| half | 1 | 1 | 3.25 (1) | 3.25 |",
         "| kin | 1 | 0 | - | not started |"]
+
+
+def test_the_evaluated_runs_small_outputs_are_exported_to_be_committed(tmp_path):
+    params = grid({"done": RNN, "half": TRANSFORMER})
+    write_run(tmp_path, "done", {"epochs": 2, "train_seconds": 10.0}, curve=[(5, 1.0, 5.0, 10.5)], evaluated=True)
+    write_run(tmp_path, "half", curve=[(5, 1.0, 200.0, 3.25)])
+    (tmp_path / "results/done/seed1").mkdir(parents=True)
+    (tmp_path / "results/done/seed1/test_2016_flickr.txt").write_text("ein Hund\n")
+    assert export_finished(progress(params, tmp_path), tmp_path / "out", tmp_path) == ["done-1"]
+    assert sorted(p.name for p in (tmp_path / "out/done/seed1").iterdir()) == [
+        "eval.json", "learning_curve.csv", "test_2016_flickr.txt", "train.json"]
+    assert not (tmp_path / "out/half").exists()
 
 
 def test_each_run_is_evaluated_before_the_next_starts_and_named_models_go_first(tmp_path):

@@ -202,13 +202,15 @@ def _converge(args):
 
     if args.jobs is not None and args.jobs < 1:
         raise ConfigError(f"--jobs: must be at least 1, got {args.jobs}")
-    return converge(load_params(args.params), args.jobs, args.models, status_only=args.status, curves=args.curves)
+    return converge(load_params(args.params), args.jobs, args.models, status_only=args.status, curves=args.curves,
+                    export=args.export)
 
 
 def _workspace(args):
     from nmtbench.workspace import make_workspace
 
-    print(make_workspace(Path(args.params).parent, Path(args.target), [Path(name) for name in args.profile]))
+    print(make_workspace(Path(args.params).parent, Path(args.target), [Path(name) for name in args.profile],
+                         force=args.force))
 
 
 def shared_options(default) -> argparse.ArgumentParser:
@@ -276,11 +278,17 @@ def build_parser() -> argparse.ArgumentParser:
     converge.add_argument("--status", action="store_true", help="only say what is left")
     converge.add_argument("--curves", action="store_true",
                           help="only print every run's val BLEU at each epoch so far, as a markdown table")
+    converge.add_argument("--export", type=Path, metavar="FOLDER",
+                          help="only copy every evaluated run's train.json, learning curve, eval.json and test "
+                          "translations to FOLDER/<model>/seed<seed>/, to commit them")
     workspace = command("workspace", _workspace, "a separate DVC workspace running params.yaml + profiles")
     workspace.add_argument("target", help="folder to create or refresh")
     workspace.add_argument("--profile", required=True, action="append",
                            help="overrides file, e.g. profiles/smoke.yaml; give it again to merge several in order, "
                            "a later one winning (your corpus, then the smoke sizes)")
+    workspace.add_argument("--force", action="store_true",
+                           help="replace the files there that nmtbench workspace did not write or that were edited "
+                           "since, keeping each as <file>.bak-<time>")
     return parser
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import statistics
 import sys
 from dataclasses import dataclass
@@ -153,6 +154,22 @@ def curves_table(params: Params, root: Path = Path(".")) -> str:
     return "\n".join(lines)
 
 
+def export_finished(runs: list[RunProgress], folder: Path, root: Path = Path(".")) -> list[str]:
+    """Copy each evaluated run's small outputs (train.json, learning_curve.csv, eval.json and its translations of every
+    test set) into folder/<model>/seed<seed>/, to be committed as they land; returns the runs copied."""
+    copied = []
+    for run in runs:
+        if run.state != "evaluated":
+            continue
+        paths, target = RunPaths(run.model, run.seed, root), Path(folder) / run.model / f"seed{run.seed}"
+        target.mkdir(parents=True, exist_ok=True)
+        for file in (paths.train_metrics, paths.learning_curve, paths.eval_metrics, *sorted(paths.results_dir.glob(
+                "*.txt"))):
+            shutil.copyfile(file, target / file.name)
+        copied.append(f"{run.model}-{run.seed}")
+    return copied
+
+
 def stage_order(runs: list[RunProgress], first: list[str] = ()) -> list[str]:
     """Each run's training, then its evaluation, run by run (the models `first` first, in that order, then the rest
     in params.yaml's), then the comparison: the launcher starts the first ready stage of this list, so a run is
@@ -165,10 +182,16 @@ def stage_order(runs: list[RunProgress], first: list[str] = ()) -> list[str]:
 
 
 def converge(params: Params, jobs: int | None = None, first: list[str] = (), status_only: bool = False,
-             curves: bool = False, out=sys.stdout) -> int:
-    """first: models to start before the others, in this order. curves: only print every run's val BLEU so far."""
+             curves: bool = False, export: Path | None = None, out=sys.stdout) -> int:
+    """first: models to start before the others, in this order. curves: only print every run's val BLEU so far.
+    export: only copy the evaluated runs' small outputs there."""
     if curves:
         print(curves_table(params), file=out)
+        return 0
+    if export is not None:
+        copied = export_finished(progress(params), export)
+        print(f"nmtbench converge: copied {len(copied)} evaluated run(s) to {export}: {', '.join(copied) or 'none'}",
+              file=out)
         return 0
     from nmtbench.launch import launch
 
