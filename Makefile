@@ -15,7 +15,7 @@ export JOBS
   bench-data clean-smoke
 
 smoke: $(VENV)/.installed ## the whole pipeline on tiny settings in runs/smoke, leaving your outputs alone (PROFILES=..., JOBS=N)
-	nmtbench workspace $(SMOKE_DIR) $(foreach profile,$(PROFILES) profiles/smoke.yaml,--profile $(profile))
+	nmtbench workspace $(SMOKE_DIR) --force $(foreach profile,$(PROFILES) profiles/smoke.yaml,--profile $(profile))
 	$(MAKE) --no-print-directory -C $(SMOKE_DIR) repro
 
 lint: $(VENV)/.installed ## ruff on src, tests, benchmarks, tools and examples (style, import order, likely bugs; pyproject.toml [tool.ruff])

@@ -17,7 +17,7 @@ from nmtbench.models.registry import build_model
 from nmtbench.models.vocabulary import Vocab
 from nmtbench.workspace import merged_params
 
-PIPELINE_TARGETS = ["help", "setup", "repro", "tune", "report", "exp", "exp-show", "claims"]
+PIPELINE_TARGETS = ["help", "setup", "repro", "converge", "tune", "report", "exp", "exp-show", "claims"]
 # what a run leaves in a workspace besides what DVC tracks: none of it is ever committed
 RUN_FILES = ["wandb/offline-run-20261124_101010-abc/run-abc.wandb", "models/transformer/seed42/best.ckpt",
              "metrics/transformer/seed42/eval.json", "results/report.html", "lightning_logs/version_0/hparams.yaml",
@@ -81,16 +81,22 @@ def readme_workspace_commands() -> str:
     return re.search(r"```bash\n(.*?)```", section, re.DOTALL)[1]
 
 
+def copy_project(folder: Path) -> Path:
+    """A copy of the project's pipeline, params and profiles in folder, without its outputs or .venv."""
+    for name in ("Makefile", "tools", "params.yaml", "dvc.yaml", "plots", "systems", "profiles", ".gitignore",
+                 "pyproject.toml"):
+        copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copyfile
+        copy(ROOT / name, folder / name)
+    return folder
+
+
 def test_the_readme_workspace_instructions_run_as_written(tmp_path):
     """In a copy of the project with a .venv: the workspace is made, and make in it runs the pipeline (dry run:
     make -n, training nothing)."""
     venv = Path(sys.prefix)
     if not (venv / "bin" / "nmtbench").is_file():
         pytest.skip("the README runs .venv/bin/nmtbench: run the tests from the project's .venv")
-    for name in ("Makefile", "tools", "params.yaml", "dvc.yaml", "plots", "systems", "profiles", ".gitignore",
-                 "pyproject.toml"):
-        copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copyfile
-        copy(ROOT / name, tmp_path / name)
+    copy_project(tmp_path)
     (tmp_path / ".venv").symlink_to(venv)
     dry_run = "make() { command make --no-print-directory --dry-run \"$@\"; }\n"
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", dry_run + readme_workspace_commands()], cwd=tmp_path,
@@ -98,9 +104,103 @@ def test_the_readme_workspace_instructions_run_as_written(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-2:] == ["nmtbench check", "dvc repro"]  # make repro, run in the workspace
     workspace = tmp_path / "runs" / "mine"
-    assert (workspace / "Makefile").read_text().splitlines()[-1] == "include ../../tools/pipeline.mk"
+    assert f"NMTBENCH_PROJECT ?= {tmp_path}" in (workspace / "Makefile").read_text().splitlines()
     assert [line.split()[1] for line in make(workspace, "help").splitlines()] == PIPELINE_TARGETS
     assert make(workspace, "-n", "report").splitlines()[-1] == "dvc repro --force --single-item compare report"
+
+
+def makefiles(folder: Path) -> str:
+    """The makefiles make reads in folder, as it found them: one found through make's search path of include
+    folders (/usr/include and the like) would show under that folder."""
+    return make(folder, "--eval", "makefiles: ; @echo $(MAKEFILE_LIST)", "makefiles")
+
+
+@pytest.mark.parametrize("place", ["one/two/three/mine", "mine"])
+def test_a_copied_or_moved_workspace_still_finds_its_project(workspace, tmp_path, place):
+    """The include names the project by its absolute path: a workspace copied deeper, or into another folder
+    tree, reads the project's pipeline.mk itself, not one make happened to find on its search path."""
+    copy = tmp_path / place
+    shutil.copytree(workspace, copy, symlinks=True)
+    assert makefiles(copy) == f"Makefile {ROOT}/tools/pipeline.mk\n"
+    assert [line.split()[1] for line in make(copy, "help").splitlines()] == PIPELINE_TARGETS
+
+
+def workspace_argv(project: Path, folder: Path, *options: str) -> list[str]:
+    return ["--params", str(project / "params.yaml"), "workspace", str(folder),
+            "--profile", str(project / "profiles/smoke.yaml"), *options]
+
+
+def test_a_workspace_whose_project_moved_says_so_in_one_line_with_the_fix(tmp_path, capsys):
+    (tmp_path / "checkout").mkdir()
+    project, workspace = copy_project(tmp_path / "checkout"), tmp_path / "runs" / "mine"
+    assert main(workspace_argv(project, workspace)) == 0
+    moved = project.rename(tmp_path / "moved")
+    done = subprocess.run(["make", "--no-print-directory", "help"], cwd=workspace, capture_output=True, text=True,
+                          env=pipeline_env())
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (f"Makefile:6: *** no nmtbench project at {project}, which this workspace runs with; from "
+                           f"the project's folder run .venv/bin/nmtbench workspace {workspace} --profile "
+                           "profiles/smoke.yaml, or name it: make NMTBENCH_PROJECT=<folder>.  Stop.\n")
+    assert [line.split()[1] for line in make(workspace, f"NMTBENCH_PROJECT={moved}", "help").splitlines()] == \
+        PIPELINE_TARGETS
+    capsys.readouterr()
+    assert main(workspace_argv(moved, workspace)) == 0  # the other fix: the Makefile, unchanged since, is refreshed
+    assert capsys.readouterr().err == ""
+    assert makefiles(workspace) == f"Makefile {moved}/tools/pipeline.mk\n"
+
+
+def test_a_refresh_rewrites_what_nobody_changed_and_refuses_a_hand_edit(tmp_path, capsys):
+    workspace = tmp_path / "mine"
+    assert main(workspace_argv(ROOT, workspace)) == 0
+    written = (workspace / "params.yaml").read_text()
+    assert main(workspace_argv(ROOT, workspace)) == 0  # unchanged since written: refreshed silently
+    capsys.readouterr()
+    edited = written.replace("lr: ", "lr: 0.5 # ", 1)
+    (workspace / "params.yaml").write_text(edited)
+    assert main(workspace_argv(ROOT, workspace)) == 2
+    assert capsys.readouterr().err == (f"nmtbench workspace: error: {workspace}: params.yaml not written by nmtbench "
+                                       "workspace, or edited since; keep your changes in a profile, or rerun with "
+                                       "--force to replace them, each kept as <file>.bak-<time>\n")
+    assert (workspace / "params.yaml").read_text() == edited
+    assert main(workspace_argv(ROOT, workspace, "--force")) == 0
+    [kept] = workspace.glob("params.yaml.bak-*")
+    assert re.fullmatch(r"params\.yaml\.bak-\d{8}-\d{6}", kept.name)
+    assert capsys.readouterr().err == (f"nmtbench workspace: replacing {workspace / 'params.yaml'}; the old one is "
+                                       f"kept as {kept}\n")
+    assert (kept.read_text(), (workspace / "params.yaml").read_text()) == (edited, written)
+    assert main(workspace_argv(ROOT, workspace)) == 0  # what --force wrote is the workspace's own again
+    assert capsys.readouterr().err == ""
+
+
+def test_a_folder_holding_the_users_own_makefile_and_params_is_refused_untouched(tmp_path, capsys):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "Makefile").write_text("all:\n\techo mine\n")
+    (folder / "params.yaml").write_text("train: {lr: 0.1}\n")
+    assert main(workspace_argv(ROOT, folder)) == 2
+    assert capsys.readouterr().err.startswith(f"nmtbench workspace: error: {folder}: Makefile, params.yaml not "
+                                              "written by nmtbench workspace, or edited since;")
+    assert sorted(path.name for path in folder.iterdir()) == ["Makefile", "params.yaml"]
+    assert (folder / "Makefile").read_text() == "all:\n\techo mine\n"
+
+
+def test_the_project_itself_is_refused_as_the_target(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(copy_project(tmp_path))
+    before = Path("params.yaml").read_text()
+    assert main(["workspace", ".", "--profile", "profiles/smoke.yaml"]) == 2
+    assert capsys.readouterr().err == ("nmtbench workspace: error: .: is the project itself; make the workspace "
+                                       "another folder, e.g. nmtbench workspace runs/mine --profile "
+                                       "profiles/smoke.yaml\n")
+    assert Path("params.yaml").read_text() == before and not Path(".nmtbench-workspace.json").exists()
+
+
+def test_the_params_are_written_without_yaml_anchors(workspace):
+    """Every family's block written out in full: with an anchor and its aliases, editing one family's tuning
+    range would edit them all."""
+    text = (workspace / "params.yaml").read_text()
+    assert [event for event in yaml.parse(text) if getattr(event, "anchor", None)] == []  # an anchor, or an alias
+    profiles = [ROOT / "profiles/own_corpus.yaml", ROOT / "profiles/smoke.yaml"]
+    assert yaml.safe_load(text) == merged_params(ROOT, profiles)
 
 
 SHIPPED_PROFILES = sorted(path.name for path in (ROOT / "profiles").glob("*.yaml"))
