@@ -309,7 +309,8 @@ def test_17_seeds_null_is_named_by_check_before_dvc_reads_it(project, capsys):
     """DVC reads `seeds` to expand the grid before any stage runs, and names no key; `nmtbench check`,
     which make repro runs before dvc repro, does."""
     set_params(seeds=None)
-    assert refused(capsys, "check") == "seeds: expected a list of distinct integers, e.g. [42] or [1, 2, 3], got None"
+    assert refused(capsys, "check") == ("seeds: expected a list of distinct integers from 0 to 2**32 - 1 (numpy's "
+                                        "range of seeds), e.g. [42] or [1, 2, 3], got None")
     set_params(seeds=[42])
     assert main(["check"]) == 0
     assert capsys.readouterr().out == "params.yaml: valid (2 models x 1 seeds)\n"
@@ -324,6 +325,11 @@ def test_also_a_missing_mirror_folder_is_named_as_a_folder(project, capsys, monk
     assert outputs() == before
 
 
+def test_52_a_byte_order_mark_opening_the_input_is_no_part_of_its_first_line(project, capsys, monkeypatch):
+    plain = translate(capsys, monkeypatch, b"A dog runs.\nA man sits.\n")
+    assert translate(capsys, monkeypatch, b"\xef\xbb\xbfA dog runs.\nA man sits.\n") == plain
+
+
 def test_44_a_published_figure_without_its_bleu_is_named_by_check(tmp_path, capsys):
     """The issue's entry, `{transformer: {split: test_2016_flickr}}`, ended check with a TypeError traceback."""
     raw = yaml.safe_load((Path(__file__).parents[1] / "params.yaml").read_text())
@@ -331,3 +337,66 @@ def test_44_a_published_figure_without_its_bleu_is_named_by_check(tmp_path, caps
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     assert refused(capsys, "--params", str(tmp_path / "params.yaml"), "check") == (
         "compare.published.transformer.bleu: missing; add `bleu: <float>` to the block")
+
+
+
+PROJECT = Path(__file__).parents[1]
+
+
+def shipped_with(tmp_path: Path, change) -> str:
+    """The project's params.yaml as change(raw) leaves it, written to tmp_path; its path."""
+    raw = yaml.safe_load((PROJECT / "params.yaml").read_text())
+    change(raw)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    return str(tmp_path / "params.yaml")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("train:\n  lr: 0.001\n  max_epochs: 2\n  lr: 0.002\n", "duplicate key 'lr' under train (lines 2 and 4)"),
+    ("models:\n  tiny:\n    family: rnn\n  tiny:\n    family: cnn\n",
+     "duplicate key 'tiny' under models (lines 2 and 4)"),
+])
+def test_52_a_key_given_twice_is_named_by_check_before_dvc_reads_it(tmp_path, capsys, text, message):
+    """check said valid, keeping the last; dvc repro then refused the file in many lines (found duplicate key)."""
+    (tmp_path / "params.yaml").write_text(text)
+    assert refused(capsys, "--params", str(tmp_path / "params.yaml"), "check") == (
+        f"{tmp_path / 'params.yaml'}: {message}; keep one")
+
+
+@pytest.mark.parametrize("seeds", [[-1], [2**32]])
+def test_52_a_seed_numpy_refuses_is_named_by_check(tmp_path, capsys, seeds):
+    """Training refused it with numpy's words, after dvc repro had deleted the run's outputs."""
+    path = shipped_with(tmp_path, lambda raw: raw.update(seeds=seeds))
+    assert refused(capsys, "--params", path, "check") == (
+        f"seeds: expected a list of distinct integers from 0 to 2**32 - 1 (numpy's range of seeds), e.g. [42] or "
+        f"[1, 2, 3], got {seeds}")
+
+
+@pytest.mark.parametrize("half, example", [("decoder", "{family: rnn, cell: lstm, attention: general}"),
+                                           ("encoder", "{family: transformer, layers: 6}")])
+def test_52_a_hybrid_without_a_half_names_the_block_and_an_example(tmp_path, capsys, half, example):
+    path = shipped_with(tmp_path, lambda raw: raw["models"]["hybrid_transformer_lstm"].pop(half))
+    assert refused(capsys, "--params", path, "check") == (
+        f"models.hybrid_transformer_lstm.{half}: missing; a hybrid needs both halves, each a block of its family's "
+        f"keys, e.g. {half}: {example}")
+
+
+@pytest.mark.parametrize("argv", [["check"], ["train", "transformer"], ["evaluate", "transformer"], ["compare"],
+                                  ["converge"], ["workspace", "ws", "--profile", "smoke.yaml"]])
+def test_52_a_command_outside_a_project_says_where_to_run(tmp_path, capsys, monkeypatch, argv):
+    """nmtbench workspace read params.yaml past load_params' check: [Errno 2] No such file or directory."""
+    monkeypatch.chdir(tmp_path)
+    where = tmp_path / "params.yaml" if argv[0] == "workspace" else "params.yaml"  # the project is its folder
+    assert refused(capsys, *argv) == f"{where}: no such params file; run from the project root or pass --params"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_52_a_profile_that_changes_a_hybrid_halfs_family_is_told_to_replace_the_grid(tmp_path, capsys, monkeypatch):
+    """It was told to remove a key that params.yaml set: the old decoder's cell, not a key of the cnn decoder."""
+    monkeypatch.chdir(tmp_path)
+    Path("profile.yaml").write_text("models:\n  hybrid_transformer_lstm:\n    decoder: {family: cnn, kernel: 3}\n")
+    assert refused(capsys, "--params", str(PROJECT / "params.yaml"), "workspace", "ws", "--profile",
+                   "profile.yaml") == (
+        "models.hybrid_transformer_lstm.decoder: profile.yaml makes it a cnn, params.yaml a rnn; rename the model in "
+        "one file, or replace the grid in profile.yaml with `replace: [models]`")
+    assert not Path("ws").exists()

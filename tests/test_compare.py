@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from nmtbench.config import BudgetConfig, CompareConfig, ConfigError, PublishedFigure, parse_params
-from nmtbench.evaluation.compare import bucket_labels, bucket_of, compare
+from nmtbench.evaluation.compare import bucket_labels, bucket_of, compare, quality_against_compute
 from nmtbench.evaluation.scoring import bleu, score
 from nmtbench.evaluation.significance import paired_bootstrap
 
@@ -97,8 +97,9 @@ def test_comparison_markdown_table(root):
     assert lines[1] == "|:---|" + "---:|" * 10
     assert lines[2].startswith("| transformer | 9,512,448 | 0:20:01 | 15,321 | 2.356 | 31.12 | ")
     rnn, test = score(OUTPUTS["rnn", 1], REFERENCES), result["models"]["rnn"][SPLIT]["bootstrap"]
+    assert test["mean"] - test["ci"] < 0  # sacreBLEU's interval, centred on the mean, reaches below BLEU 0
     assert lines[3] == (f"| rnn (baseline) | 3,320,576 | 1:02:06 | 8,000 | 2.510 | - | {rnn['bleu']:.2f} "
-                        f"| [{test['mean'] - test['ci']:.2f}, {test['mean'] + test['ci']:.2f}] | {rnn['bleu_lc']:.2f} "
+                        f"| [0.00, {test['mean'] + test['ci']:.2f}] | {rnn['bleu_lc']:.2f} "
                         f"| {rnn['chrf']:.2f} | {rnn['ter']:.2f} |")
     assert lines[5] == "One seed (1)."
 
@@ -447,6 +448,29 @@ def test_a_bad_outside_translation_is_refused_in_one_line(root, text, error):
     assert not (root / "results" / "comparison.json").exists()
 
 
+def table_row(root, name):
+    return next(line for line in (root / "results" / "comparison.md").read_text().splitlines()
+                if line.startswith(f"| {name} "))
+
+
+def test_a_byte_order_mark_opening_an_outside_translation_is_no_part_of_it(root):
+    """An editor's mark of UTF-8 before a copy of the references: BLEU 100 on every resample, not 99.78."""
+    result = run_compare(root, [1], with_external(root, "\ufeff" + "".join(line + "\n" for line in REFERENCES)))
+    peer = result["models"]["peer"][SPLIT]
+    assert peer["bleu"]["mean"] == 100.0
+    assert (peer["bootstrap"]["mean"], peer["bootstrap"]["ci"]) == (100.0, 0.0)
+    assert table_row(root, "peer").split(" | ")[6:8] == ["100.00*", "[100.00, 100.00]"]
+
+
+def test_the_interval_in_the_table_stays_within_bleus_range(root):
+    """sacreBLEU centres its interval on the resamples' mean; bunched against 100, mean + ci passes it."""
+    near_copy = [*REFERENCES[:4], "Menschen gehen auf einer belebten Straße im"]
+    result = run_compare(root, [1], with_external(root, "".join(line + "\n" for line in near_copy)))
+    test = result["models"]["peer"][SPLIT]["bootstrap"]
+    assert test["mean"] + test["ci"] > 100
+    assert table_row(root, "peer").split(" | ")[7] == f"[{test['mean'] - test['ci']:.2f}, 100.00]"
+
+
 def test_a_missing_outside_translation_names_where_to_put_it(root):
     cfg = CFG.model_copy(update={"external": {"peer": {SPLIT: "systems/peer/missing.de"}}})
     with pytest.raises(FileNotFoundError, match="systems/peer/missing.de not found; put the system's translation"):
@@ -540,3 +564,23 @@ def test_produced_by_names_every_distinct_commit_version_and_machine():
         "1 train and evaluate results record no provenance (written before it was); rerun their stages to stamp them."]
     assert provenance_lines({}) == [
         "Not recorded: this comparison was written before provenance was; rerun `dvc repro compare`."]
+
+
+def test_where_models_and_families_swap_places_is_in_the_json_and_the_markdown(root):
+    assert run_compare(root, [1])["swaps"] is None  # no curves with FLOPs
+    # rnn leads until 40 FLOPs (6 against 5), the transformer from 60 on (8 against 6)
+    for name, rows in {"transformer": [(20, 5.0), (60, 8.0)], "rnn": [(20, 6.0), (40, 6.0)]}.items():
+        lines = ["step,epoch,wall_seconds,target_tokens,train_flops,train_loss,val_loss,val_ppl,val_bleu",
+                 *(f"{i},{i},{i},{i},{flops},2.0,2.0,7.39,{bleu}" for i, (flops, bleu) in enumerate(rows, 1))]
+        (root / "metrics" / name / "seed1" / "learning_curve.csv").write_text("\n".join(lines) + "\n")
+    blocks = {"transformer": {"family": "transformer"}, "rnn": {"family": "rnn"}}
+    found = quality_against_compute({("transformer", 1): [(20, 5.0), (60, 8.0)], ("rnn", 1): [(20, 6.0), (40, 6.0)]},
+                                    blocks)
+    assert found["models"] == [{"pair": ["transformer", "rnn"], "leader": "transformer", "flops": 60,
+                                "standing": {"transformer": 8.0, "rnn": 6.0}}]
+    assert found["families"]["flops"] == 60 and found["families"]["leader"] == "transformer"
+    result = run_compare(root, [1])  # without blocks: the models' swaps, no families
+    assert result["swaps"]["families"] is None and result["swaps"]["models"][0]["flops"] == 60
+    markdown = (root / "results" / "comparison.md").read_text()
+    assert "## Where models swap places as compute grows" in markdown
+    assert "| 60 | transformer | rnn | transformer 8.00, rnn 6.00 |" in markdown

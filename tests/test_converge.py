@@ -167,8 +167,9 @@ def test_a_sigkill_mid_epoch_then_the_same_command_gives_the_uninterrupted_resul
     keep_models(first, ("transformer",), tune={"trials": 0}, launch={"threads_per_job": 1},
                 train={"max_epochs": 4, "early_stopping_patience": 1, "checkpoint_every_steps": 2,
                        "deterministic": True, "warmup_steps": 10, "val_bleu_sentences": 10})
+    subprocess.run(["dvc", "repro", "tokenize"], cwd=first, env=env, check=True, capture_output=True)
     killed = tmp_path / "killed"
-    shutil.copytree(first, killed)
+    shutil.copytree(first, killed)  # the data prepared and tokenized once, for both
     command = [sys.executable, "-m", "nmtbench", "converge", "--jobs", "1"]
     whole = subprocess.run(command, cwd=first, env=env, capture_output=True, text=True, timeout=900)
     assert whole.returncode == 0, whole.stdout + whole.stderr

@@ -69,9 +69,10 @@ def test_a_checkpoint_evaluates_on_the_other_device(project):
     """Trained on the CPU, evaluated on the GPU and on the CPU: the same translations; and the reverse."""
     hashes = {}
     for trained_on in ("cpu", "gpu"):
-        train(on(project, accelerator=trained_on), "tiny")
+        trained = on(project, accelerator=trained_on)  # evaluate refuses a checkpoint of other train keys
+        train(trained, "tiny")
         for device in ("cuda", "cpu"):
-            params = project.model_copy(update={"evaluate": project.evaluate.model_copy(update={"device": device})})
+            params = trained.model_copy(update={"evaluate": trained.evaluate.model_copy(update={"device": device})})
             metrics = evaluate(params, "tiny")
             hashes[trained_on, device] = [split["hypotheses_sha256"] for split in metrics.values()]
     assert hashes["cpu", "cuda"] == hashes["cpu", "cpu"] and hashes["gpu", "cuda"] == hashes["gpu", "cpu"]

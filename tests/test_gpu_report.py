@@ -6,11 +6,14 @@ tests/fixtures/gpu_rehearsal is what a CPU rehearsal returned (trimmed to the fi
 profiles/smoke.yaml's sizes, with a carried folder holding only the default corpus, so the published part failed
 for want of its own. Each test packs the parts' folders into tarballs as gpu_check.sh does.
 """
+import gzip
 import importlib.util
 import json
 import shutil
+import subprocess
 import sys
 import tarfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -147,29 +150,79 @@ def test_a_page_written_before_is_kept_unless_forced(tmp_path):
         gpu_report.main([str(tmp_path), "--kind", "h100"])
 
 
-# val BLEU against training FLOPs of seed 42 in docs/results/2026-11-26-published-cpu.md: the GRU ahead at first
-TRANSFORMER = [(7.64e12, 0.14), (1.53e13, 3.04), (2.29e13, 9.09), (3.06e13, 16.05), (3.82e13, 20.92),
-               (4.58e13, 24.51), (5.35e13, 24.06), (6.11e13, 27.58), (6.87e13, 28.3), (7.64e13, 28.91),
-               (8.40e13, 28.72), (9.17e13, 30.81), (9.93e13, 30.75), (1.07e14, 32.26), (1.15e14, 31.48),
-               (1.20e14, 32.94)]
-GRU = [(1.02e13, 5.51), (2.04e13, 14.34), (3.06e13, 17.4), (4.08e13, 22.61), (5.11e13, 24.79), (6.13e13, 22.89),
-       (7.15e13, 25.49), (8.17e13, 27.03), (9.19e13, 28.39), (1.02e14, 28.12), (1.12e14, 29.57), (1.20e14, 28.53)]
+def cut_short(packed: Path, inside: str) -> None:
+    """packed as a call cut off halfway through its file `inside` leaves it: the gzip stream ends there, unclosed."""
+    with tarfile.open(packed) as tar:
+        member = tar.getmember(inside)
+    stream = zlib.compressobj(wbits=31)  # gzip's framing
+    data = gzip.decompress(packed.read_bytes())[:member.offset_data + member.size // 2]
+    packed.write_bytes(stream.compress(data) + stream.flush(zlib.Z_SYNC_FLUSH))
 
 
-def test_the_ranking_flips_for_good_at_the_validation_the_definition_names():
-    # the Transformer leads at 4.58e13 (24.51 against 22.61), the GRU at 5.11e13 and 5.35e13 (24.79), and the
-    # Transformer at every validation from 6.11e13 on: the first lead is not for good, the second is
-    flip = gpu_report.ranking_flip({"rnn": GRU, "transformer": TRANSFORMER, "cnn": [(1e13, 3.0), (1e14, 20.0)]})
-    assert flip == {"families": ["transformer", "rnn"], "leader": "transformer", "flops": 6.11e13,
-                    "standing": {"transformer": 27.58, "rnn": 24.79}}
-    assert gpu_report.flip_text(flip).startswith("**The ranking flips at 6.11e+13 training FLOPs**: rnn leads at "
-                                                 "some validation before it, transformer at every validation")
+def test_a_tarball_cut_short_gives_its_whole_files_and_one_line_on_what_is_missing(tmp_path, capsys):
+    out = returned(tmp_path / "out")
+    cut_short(out / "grid.tar.gz", "grid/part.log")  # the files before it sorted: gpu_runs.json, 9 of metrics, params
+    page = written(tmp_path, out)
+    line = "grid.tar.gz is cut short (EOFError); only its first 11 files came out, the rest is missing from this page"
+    assert f"**Unreadable in what came back**, so missing or dashes below:\n\n- grid: {line}\n" in page
+    assert capsys.readouterr().err == f"gpu_report: grid: {line}\n"
+    # eval.json and train.json came out whole, comparison.json not at all
+    assert row(page, "gru", "## The grid")[1:5] == ["0.00", "-", "-", "0.01"]
+    assert "- 95% CI and p: dashes, for results/comparison.json did not come back whole (above)." in page
 
 
-def test_no_flip_where_one_family_leads_throughout_or_the_two_end_level():
-    ahead = gpu_report.ranking_flip({"rnn": [(1.0, 5.0), (3.0, 9.0)], "transformer": [(2.0, 1.0), (4.0, 8.0)]})
-    assert (ahead["leader"], ahead["flops"]) == ("rnn", None)  # from 2.0, where both have validated, rnn leads
-    level = gpu_report.ranking_flip({"rnn": [(1.0, 5.0), (3.0, 9.0)], "transformer": [(2.0, 6.0), (4.0, 9.0)]})
-    assert (level["leader"], level["flops"]) == (None, None)
-    assert "end level" in gpu_report.flip_text(level)
-    assert gpu_report.flip_text(gpu_report.ranking_flip({"rnn": GRU})).startswith("Fewer than two families")
+def test_a_file_the_cut_went_through_is_left_out_and_an_empty_tarball_is_named(tmp_path):
+    out = returned(tmp_path / "out")
+    cut_short(out / "grid.tar.gz", "grid/metrics/gru/seed1/learning_curve.csv")
+    assert gpu_report.unpack(out / "grid.tar.gz", tmp_path / "x") == (
+        "is cut short (EOFError); only its first 5 files came out, the rest is missing from this page")
+    run = tmp_path / "x" / "grid" / "metrics" / "gru" / "seed1"
+    assert (run / "eval.json").is_file() and not (run / "learning_curve.csv").exists()  # not a shorter curve
+    (out / "tests.tar.gz").write_bytes(b"")
+    assert gpu_report.unpack(out / "tests.tar.gz", tmp_path / "y") == (
+        "is cut short (ReadError); all it held is missing from this page")
+
+
+def test_json_files_cut_short_are_dashes_and_named_in_one_line(tmp_path, rehearsal):
+    for path in ("grid/metrics/cnn/seed1/train.json", "grid/results/comparison.json", "grid/gpu_runs.json"):
+        text = (rehearsal / path).read_text()
+        (rehearsal / path).write_text("\n".join(text.splitlines()[:5]))
+    page = written(tmp_path, returned(tmp_path / "out", rehearsal))
+    assert ("- grid: metrics/cnn/seed1/train.json is cut short or damaged (JSONDecodeError at line 5); "
+            "results/comparison.json is cut short or damaged (JSONDecodeError at line 5); gpu_runs.json is cut short "
+            "or damaged (JSONDecodeError at line 5)\n") in page
+    # cnn's eval.json stands (BLEU, sentences/s); its train.json's epochs, stopping and tokens/s are dashes, as is
+    # every interval
+    assert row(page, "cnn", "## The grid") == ["cnn", "0.00", "-", "-", "0.00", "0.00", "-", "-", "0.00", "-", "-",
+                                               "-", "260.2"]
+    assert "Train target tokens/s (trainings at once not recorded)" in page
+
+
+def test_a_model_without_its_family_is_left_out_of_the_flip_and_named(tmp_path, rehearsal):
+    params = rehearsal / "grid" / "params.yaml"
+    params.write_text(params.read_text().replace("\n  cnn:\n    family: cnn\n", "\n  cnn:\n"))
+    page = written(tmp_path, returned(tmp_path / "out", rehearsal))
+    assert "- grid: params.yaml's models.cnn has no family, so the flip leaves its runs out\n" in page
+    assert row(page, "cnn", "## The grid")[-2:] == ["5,039", "260.2"]  # its run is still on the page
+    assert "No flip: rnn leads transformer at every validation where both have validated" in page  # still drawn
+
+
+def test_the_date_goes_through_make_and_make_names_what_it_needs(tmp_path):
+    out = returned(tmp_path / "out")
+    assert gpu_report.main([str(out), "--kind", "h100", "--date", "2026-11-27", "--results", str(tmp_path)]) == 0
+    assert (tmp_path / "2026-11-27-gpu-h100.md").read_text().count("| date | 2026-11-27 |") == 1
+    with pytest.raises(SystemExit, match="--date '27-11-2026': give it as YYYY-MM-DD, e.g. 2026-11-27"):
+        gpu_report.main([str(out), "--kind", "h100", "--date", "27-11-2026"])
+
+    def make(*variables: str) -> subprocess.CompletedProcess:  # the target alone, never .venv's setup
+        return subprocess.run(["make", "--no-print-directory", "-o", str(ROOT / ".venv" / ".installed"), "gpu-report",
+                               *variables], cwd=ROOT, capture_output=True, text=True)
+
+    refused = make()
+    assert (refused.returncode, refused.stdout) == (2, 'make gpu-report: FROM= must name the call folders, in call '
+                                                       'order, e.g. make gpu-report FROM="out/call1 out/call2" '
+                                                       'KIND=h100\n')
+    assert make("FROM=out").stdout == ("make gpu-report: KIND= must name the GPU kind the page is named after, e.g. "
+                                       "KIND=h100\n")
+    assert make("-n", "FROM=a b", "KIND=h100", "DATE=2026-11-27").stdout.splitlines()[-1] == (
+        "python tools/gpu_report.py a b --kind h100 --date 2026-11-27 ")

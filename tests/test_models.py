@@ -23,8 +23,9 @@ from helpers.models import (
     attends,
     make_tiny_model,
 )
-from nmtbench.config import ConfigError
+from nmtbench.config import ConfigError, DecodeConfig
 from nmtbench.decoding.search import greedy
+from nmtbench.decoding.translator import Translator
 from nmtbench.models.attention import ATTENTION_KINDS
 from nmtbench.models.family import TABLE, Family, register, with_halves
 from nmtbench.models.hybrid import halves, pair_class
@@ -178,7 +179,13 @@ def test_bidirectional_encoder_sees_the_future_and_unidirectional_does_not():
     ({"family": "hybrid", "encoder": ENCODERS["cnn"], "decoder": {"family": "bag_gru:BagGRU"}},
      "models.bad.decoder.family: 'bag_gru:BagGRU' is not valid; choose one of cnn, rnn, transformer"),
     ({"family": "hybrid", "encoder": ENCODERS["rnn"]},
-     "models.bad.decoder.family: None is not valid; choose one of cnn, rnn, transformer"),
+     "models.bad.decoder: missing; a hybrid needs both halves, each a block of its family's keys, e.g. decoder: "
+     "{family: rnn, cell: lstm, attention: general}"),
+    ({"family": "hybrid", "decoder": DECODERS["cnn"]},
+     "models.bad.encoder: missing; a hybrid needs both halves, each a block of its family's keys, e.g. encoder: "
+     "{family: transformer, layers: 6}"),
+    ({"family": "hybrid", "encoder": ENCODERS["rnn"], "decoder": {"cell": "lstm"}},
+     "models.bad.decoder: missing 'family'; choose one of cnn, rnn, transformer"),
     ({"family": "hybrid", "encoder": ENCODERS["transformer"], "decoder": DECODERS["transformer"]},
      "models.bad.decoder.family: transformer is the encoder's family too, which is family: transformer itself; "
      "choose one of cnn, rnn, or family: transformer"),
@@ -270,6 +277,35 @@ def test_saved_weights_reload_into_a_fresh_model_and_keep_their_ties(name):
     if tie is not None:
         assert (fresh.output.weight is fresh.target_table().weight) == (tie in ("all", "target_output"))
         assert (fresh.target_table() is fresh.embed) == (tie in ("all", "source_target"))
+
+
+@pytest.mark.parametrize("name, longest, room", [
+    ("transformer_learned", 32, 32),
+    ("transformer_linformer", 16, None),
+    ("transformer_sparse", 16, None),
+    ("decoder_only_prefix_learned", 256, 256),  # one stream of 512 for the source and its translation
+    ("cnn", 512, 512),
+    ("hybrid_transformer_cnn", 512, 512),  # sinusoids read any source, but its decoder places 512 tokens
+    ("hybrid_cnn_rnn", 512, None),
+])
+def test_the_longest_source_a_model_translates_is_decoded_to_the_end_of_its_positions(name, longest, room):
+    """A source of longest_source tokens decodes through its whole budget, cut to longest_target, without one of the
+    model's own position checks firing; one token more is refused, naming the sentence, before any decoding."""
+    model = make_tiny_model(name)
+    assert (model.longest_source(), model.longest_target(longest)) == (longest, room)
+    translator = Translator(model, None, DecodeConfig(beam=1, max_len_a=1.0, max_len_b=3, min_len=10**6))
+    source = [4 + i % 16 for i in range(longest)]
+    (hyps,) = translator.translate_ids([source])
+    assert len(hyps[0].tokens) == min(longest + 3, room or longest + 3)
+    with pytest.raises(ValueError, match=rf"^sentence 2 has {longest + 1} tokens, more than the {longest} this model "
+                                         r"translates \(max_positions of its model block\)"):
+        translator.translate_ids([source, [*source, 4]])
+
+
+@pytest.mark.parametrize("name", ["rnn_dot", "transformer_post", "transformer_relative", "decoder_only"])
+def test_a_model_without_a_position_table_translates_any_length(name):
+    model = make_tiny_model(name)
+    assert (model.longest_source(), model.longest_target(10**6)) == (None, None)
 
 
 def test_relative_attention_logits_depend_only_on_distance():

@@ -82,6 +82,25 @@ def test_one_table_per_split_gives_the_same_pairs(corpus, tmp_path, name, conten
     assert name in stats["inputs"]
 
 
+def with_bom(lines):
+    """The lines of a file saved as UTF-8 with a byte-order mark, as some editors save it."""
+    return ["\ufeff" + lines[0], *lines[1:]]
+
+
+@pytest.mark.parametrize("files", [
+    {"train.en": with_bom(side(TRAIN, 0)), "train.fr.gz": with_bom(side(TRAIN, 1))},
+    {"train.tsv": with_bom(tsv(TRAIN))},  # the header names fr, not \ufefffr
+    {"train.jsonl": with_bom([json.dumps({"en": en, "fr": fr}) for en, fr in TRAIN])},
+])
+def test_a_byte_order_mark_opening_a_file_is_no_part_of_its_text(corpus, tmp_path, files):
+    for lang in ("en", "fr"):
+        (corpus / f"train.{lang}").unlink()
+    for name, lines in files.items():
+        write(corpus, name, lines)
+    _, out = run(files_config(corpus), tmp_path)
+    assert load_prepared(out / "prepared")["train"].to_dict() == KEPT_TRAIN
+
+
 @pytest.mark.parametrize("translation_column", [False, True])
 def test_parquet_table_with_language_or_translation_columns(corpus, tmp_path, translation_column):
     for lang in ("en", "fr"):

@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 import math
+import os
 import re
 import signal
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from lightning.pytorch.utilities import rank_zero_only
 
 from helpers.data import tiny_files
 from helpers.project import scores as without_timings
@@ -32,7 +34,7 @@ from nmtbench.decoding.translator import Translator
 from nmtbench.evaluation.beam_sweep import beam_sweep
 from nmtbench.evaluation.evaluate import evaluate, one_line
 from nmtbench.evaluation.scoring import score
-from nmtbench.loading import CheckpointError, load_model
+from nmtbench.loading import CheckpointError, Run, load_model
 from nmtbench.tracking import read_offline_run, read_table
 from nmtbench.training.curves import CURVE_COLUMNS, GREEDY
 from nmtbench.training.module import TranslationModule
@@ -75,6 +77,26 @@ def test_train_writes_checkpoint_metrics_and_an_offline_wandb_run(project):
     assert logged["summary"]["best_val_loss"] == metrics["best_val_loss"]
     val_losses = [r["val/loss"] for r in logged["history"] if "val/loss" in r]
     assert min(val_losses) == pytest.approx(metrics["best_val_loss"], abs=1e-4)
+
+
+def test_a_second_training_of_one_run_refuses_in_one_line(project, capsys, monkeypatch):
+    """The lock beside the run's folder holds the trainer's pid; one left by a dead process is taken over, and under
+    DDP only rank 0 takes it (the other ranks are its own processes)."""
+    lock = Path("models/tiny/seed42.lock")
+    lock.parent.mkdir(parents=True)
+    lock.write_text(f"{os.getppid()}\n")  # a live process: pytest's parent
+    assert main(["train", "tiny"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"nmtbench train: error: another nmtbench train of tiny seed 42 (pid {os.getppid()}) is writing "
+        f"models/tiny/seed42; wait for it or stop it (kill {os.getppid()}), then rerun"]
+    assert not Path("models/tiny/seed42").exists()
+    monkeypatch.setattr("nmtbench.training.train.fit", lambda *args: {"lock": lock.read_text()})  # what the run sees
+    monkeypatch.setattr(rank_zero_only, "rank", 1)
+    assert train(project, "tiny") == {"lock": f"{os.getppid()}\n"}  # rank 0's, left alone
+    monkeypatch.setattr(rank_zero_only, "rank", 0)
+    lock.write_text("999999999\n")  # no such process: a training killed without cleaning up
+    assert train(project, "tiny") == {"lock": f"{os.getpid()}\n"}
+    assert not lock.exists()
 
 
 def read_curve(path="metrics/tiny/seed42/learning_curve.csv"):
@@ -220,6 +242,29 @@ def test_a_translation_is_written_and_scored_as_one_line():
     assert one_line("Ein\nHund\r\nrennt\x0c.") == "Ein Hund  rennt\x0c."
 
 
+def test_evaluate_refuses_a_checkpoint_its_params_no_longer_describe(trained, capsys):
+    """A model block or train key changed without retraining: the checkpoint is another run, refused in one line
+    naming each key; a raised epoch ceiling is the same run (the fingerprint leaves it out)."""
+    raw = yaml.safe_load(Path("params.yaml").read_text())
+    edited = {**raw, "models": {**raw["models"], "tiny": {**raw["models"]["tiny"], "d_ff": 64,
+                                                          "train": {"lr": 0.01}}}}
+    Path("params.yaml").write_text(yaml.safe_dump(edited))
+    before = Path("metrics/tiny/seed42/eval.json").read_bytes()
+    assert main(["evaluate", "tiny"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "nmtbench evaluate: error: models/tiny/seed42/best.ckpt is not the run params.yaml describes for tiny "
+        "(models.tiny.d_ff: 64 in params.yaml, 32 in the checkpoint; models.tiny.train.lr: 0.01 in params.yaml, "
+        f"{trained.train.lr} in the checkpoint); retrain it (dvc repro train@tiny-42) or restore the params it was "
+        "trained with"]
+    assert Path("metrics/tiny/seed42/eval.json").read_bytes() == before
+    tokenizer, block = Tokenizer("data/tokenized"), trained.models["tiny"]
+    ceiling = trained.train.model_copy(update={"max_epochs": 9}).model_dump()
+    load_model("models/tiny/seed42/best.ckpt", tokenizer, run=Run("tiny", block, ceiling, 42))
+    with pytest.raises(CheckpointError, match=r"\(seed: 7 in params.yaml, 42 in the checkpoint\); retrain it "
+                                              r"\(dvc repro train@tiny-7\)"):
+        load_model("models/tiny/seed42/best.ckpt", tokenizer, run=Run("tiny", block, trained.train.model_dump(), 7))
+
+
 def test_a_checkpoint_from_another_vocabulary_is_refused(trained, tmp_path):
     other = tokenize(TokenizeConfig(vocab_size=304), out_dir=tmp_path / "other")
     with pytest.raises(CheckpointError, match=r"was trained with another vocabulary than .*other/spm.model; "
@@ -304,6 +349,38 @@ def test_translate_reads_a_file_or_standard_input(trained, capsys, monkeypatch):
     assert float(nbest[0][2]) >= float(nbest[1][2])
     assert main(["translate", "models/absent"]) == 2
     assert capsys.readouterr().err.startswith("nmtbench translate: error: models/absent does not exist")
+
+
+def test_translate_leaves_a_line_too_long_for_the_model_empty_and_translates_the_others(trained, capsys):
+    """A hybrid whose convolutional decoder places 16 tokens, after an encoder that reads any length: a source
+    longer than that is named with its own length, and every other line is translated as it is alone."""
+    block = {"family": "hybrid", "encoder": {"family": "transformer", "d_model": 16, "heads": 2, "layers": 1,
+                                             "d_ff": 32},
+             "decoder": {"family": "cnn", "embed_dim": 16, "channels": 16, "max_positions": 16}}
+    folder = Path("models/hybrid/seed42")
+    folder.mkdir(parents=True)
+    module = TranslationModule("hybrid", block, json.loads(Path("data/tokenized/vocab.json").read_text()),
+                               trained.train.model_dump(), 42)
+    torch.save({"hyper_parameters": dict(module.hparams), "state_dict": module.state_dict()}, folder / "best.ckpt")
+    for name in ("spm.model", "vocab.json"):
+        (folder / name).write_bytes(Path("models/tiny/seed42", name).read_bytes())
+    long = "A dog runs. " * 100
+    tokens = len(Tokenizer("data/tokenized").encode(long))
+    alone = []
+    for line in ("A dog runs.", "Two birds fly."):
+        Path("in.txt").write_text(line + "\n")
+        assert main(["translate", str(folder), "in.txt"]) == 0
+        alone.append(capsys.readouterr().out)
+    Path("in.txt").write_text(f"A dog runs.\n{long}\nTwo birds fly.\n")
+    assert main(["translate", str(folder), "in.txt"]) == 0
+    found = capsys.readouterr()
+    assert found.out == alone[0] + "\n" + alone[1]
+    assert [line for line in found.err.splitlines() if line.strip() and "translating" not in line] == [
+        f"nmtbench translate: line 2 has {tokens:,} tokens, {tokens - 16:,} more than the 16 this model translates "
+        "(max_positions of its model block); its output line is left empty"]
+    assert main(["translate", str(folder), "in.txt", "--nbest", "2"]) == 0
+    rows = capsys.readouterr().out.split("\n")[:-1]  # an untrained model writes any character, \x1c say
+    assert [row.split(" ||| ")[0] for row in rows] == ["0", "0", "1", "2", "2"] and rows[2] == "1 |||  ||| -inf"
 
 
 @pytest.mark.slow

@@ -8,7 +8,9 @@ The page holds only what those files say: the machine and versions (setup), the 
 run of the papers' recipes and of the grid its BLEU, interval, epochs, why it stopped and its speeds (published,
 grid), the packing measured (probe), and val BLEU against training FLOPs with the compute at which the ranking of
 the top two families flips (grid). A part that failed, was cut or did not run is said to have, with the lines of
-the summary and the logs that say why; a figure that did not come back is a dash, never a guess.
+the summary and the logs that say why; a figure that did not come back is a dash, never a guess. A file that came
+back unreadable (a tarball or a JSON file cut short, a model without its family) is one line per part on the page
+and on stderr, and the page holds the rest.
 """
 from __future__ import annotations
 
@@ -19,13 +21,14 @@ import sys
 import tarfile
 import tempfile
 import xml.etree.ElementTree as ElementTree
-from dataclasses import dataclass
+import zlib
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from nmtbench import figures
-from nmtbench.evaluation.compare import _flops_curve
+from nmtbench.evaluation.compute import FLIP_DEFINITION, flops_curve, ranking_flip, swap_text
 from nmtbench.provenance import code_text
 from nmtbench.runs import RunPaths
 from nmtbench.tables import Table
@@ -43,15 +46,34 @@ class Part:
     status: str = "not in what came back (no line in summary.txt, no tarball)"
     lines: tuple[str, ...] = ()
     folder: Path | None = None
+    unreadable: dict[str, str] = field(default_factory=dict)  # a file (or the tarball) -> what is wrong with it
 
     @property
     def passed(self) -> bool:
         return self.status.startswith("passed")
 
-    def text(self, path: str) -> str:
+    def text(self, path: str | Path) -> str:
         """A file of the part's folder as text; "" when the part or the file did not come back."""
         found = self.folder / path if self.folder else None
         return found.read_text(errors="replace") if found and found.is_file() else ""
+
+    def json(self, path: str | Path, empty=None):
+        """A JSON file of the part's folder; empty when it did not come back or is unreadable, which it records."""
+        text = self.text(path)
+        try:
+            return json.loads(text) if text else empty
+        except json.JSONDecodeError as error:
+            self.unreadable[str(path)] = f"is cut short or damaged (JSONDecodeError at line {error.lineno})"
+            return empty
+
+    def lost(self, path: str) -> str | None:
+        """Why a file of the part may be absent though the part wrote it: it, or the tarball, is unreadable."""
+        name = next((name for name in (path, f"{self.name}.tar.gz") if name in self.unreadable), None)
+        return name and f"{name} {self.unreadable[name]}"
+
+    def problem(self) -> str | None:
+        """The part's unreadable files in one line, None when every file read."""
+        return "; ".join(f"{path} {why}" for path, why in self.unreadable.items()) or None
 
 
 def read_returned(folders: list[Path], scratch: Path) -> tuple[list[str], dict[str, Part]]:
@@ -75,12 +97,32 @@ def read_returned(folders: list[Path], scratch: Path) -> tuple[list[str], dict[s
         for name, part in found_here.items():
             packed = folder / f"{name}.tar.gz"
             if packed.is_file():
-                with tarfile.open(packed) as tar:
-                    tar.extractall(scratch / str(index), filter=files_only)
+                broken = unpack(packed, scratch / str(index))
+                if broken:
+                    part.unreadable[packed.name] = broken
                 part.folder = scratch / str(index) / name
             if part.folder or not parts[name].folder:
                 parts[name] = part
     return calls, parts
+
+
+def unpack(packed: Path, into: Path) -> str | None:
+    """Extract the tarball's files into `into`, each whole: what a call cut short holds up to the cut, less the file
+    the cut went through (a learning curve missing its last rows would be read as a shorter run). None when the
+    tarball read to its end, else why not."""
+    whole, member = 0, None
+    try:
+        with tarfile.open(packed) as tar:
+            for member in tar:
+                tar.extract(member, into, filter=files_only)
+                whole, member = whole + member.isfile(), None
+    except (EOFError, tarfile.TarError, zlib.error, OSError) as error:
+        if member is not None and member.isfile():
+            (into / member.name).unlink(missing_ok=True)
+        cut = isinstance(error, EOFError) or any(words in str(error) for words in ("unexpected end", "empty file"))
+        came = f"only its first {whole} files came out, the rest" if whole else "all it held"
+        return f"is {'cut short' if cut else 'unreadable'} ({type(error).__name__}); {came} is missing from this page"
+    return None
 
 
 def files_only(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
@@ -98,7 +140,7 @@ class Run:
     """One model and seed of a part: what train.json, eval.json and the learning curve say, {} where absent."""
     model: str
     seed: int
-    family: str
+    family: str | None  # None where params.yaml gives the model none
     train: dict
     scores: dict
     curve: list[tuple[float, float]]  # (training FLOPs, val BLEU) at each validation
@@ -106,14 +148,18 @@ class Run:
 
 def part_runs(part: Part) -> tuple[dict, list[Run]]:
     """The merged params the part's runs trained with (params.yaml of its workspace) and every run they name."""
-    params = yaml.safe_load(part.text("params.yaml") or "{}") or {}
+    try:
+        params = yaml.safe_load(part.text("params.yaml")) or {}
+    except yaml.YAMLError as error:
+        part.unreadable["params.yaml"] = f"is cut short or damaged ({type(error).__name__})"
+        params = {}
     runs = []
     for model, block in params.get("models", {}).items():
+        family = block.get("family") if isinstance(block, dict) else None
         for seed in params.get("seeds", [42]):
-            paths = RunPaths(model, seed, part.folder)
-            runs.append(Run(model, seed, block["family"], *(json.loads(path.read_text()) if path.is_file() else {}
-                                                           for path in (paths.train_metrics, paths.eval_metrics)),
-                            _flops_curve(paths.learning_curve)))
+            paths = RunPaths(model, seed)  # relative to the part's folder
+            runs.append(Run(model, seed, family, part.json(paths.train_metrics, {}), part.json(paths.eval_metrics, {}),
+                            flops_curve(part.folder / paths.learning_curve)))
     return params, runs
 
 
@@ -177,13 +223,15 @@ def runs_table(params: dict, runs: list[Run], comparison: dict, jobs: int | None
     return Table(header, rows, "l" + "r" * (len(header) - 4) + "lrr")  # "Stopped by" is words
 
 
-def runs_notes(params: dict, comparison: dict) -> list[str]:
+def runs_notes(part: Part, params: dict, comparison: dict) -> list[str]:
     evaluate = params["evaluate"]
+    absent = ("results/comparison.json did not come back whole (above)" if part.lost("results/comparison.json")
+              else "the compare stage did not run")
     return [f"BLEU: cased sacreBLEU 13a, the headline; BLEU lc tok: lowercased on Moses tokens, as the papers report "
             f"BLEU. Beam {evaluate['beam']}, decoding on `{evaluate['device']}`.",
             f"95% CI and p: sacreBLEU's paired bootstrap ({params['compare']['bootstrap_resamples']} resamples) "
             f"against the baseline, {comparison['baseline']}, from the compare stage (on the runs that finished)."
-            if comparison else "95% CI and p: dashes, for the compare stage did not run.",
+            if comparison else f"95% CI and p: dashes, for {absent}.",
             "Stopped by: train.json's `stopped_by`. Train target tokens/s: train.json's `train_tokens_per_s`, "
             "timed over the stretches between validations while the part's trainings shared the machine as labelled."]
 
@@ -211,74 +259,23 @@ def failures(part: Part, runs: list[Run]) -> list[str]:
     return lines
 
 
-def missing(part: Part, what: str) -> list[str]:
-    """Where a part's file is not there: why, as far as what came back says."""
+def missing(part: Part, what: str, path: str) -> list[str]:
+    """Where a part's file is not there or unreadable: why, as far as what came back says."""
+    lost = part.lost(path)
+    if lost:
+        return [f"{what} did not come back whole: {lost}.", *failures(part, [])]
     return failures(part, []) if not part.passed else [f"{what} did not come back, though {part.name} {part.status}."]
-
-
-def ranking_flip(curves: dict[str, list[tuple[float, float]]]) -> dict:
-    """Where the ranking of the top two families by val BLEU flips for good, read off their learning curves.
-
-    curves: family -> [(training FLOPs, val BLEU)] of every validation of its runs. A family's standing at F FLOPs
-    is the best val BLEU any of its runs reached at a validation within F (what a run stopped at F keeps as its
-    best checkpoint); the top two are the families standing highest at the end. At every validation of either,
-    from the first FLOPs at which both have validated, the leader is the family standing higher (none on a tie).
-    The flip is the first of those points from which the final leader leads at every later one, provided the
-    other family led at a point before it. Returns {"families", "leader", "flops", "standing"}: leader None when
-    the two end level, flops None when nothing flipped; standing is each family's at the flip (or at the end).
-    """
-    ends = {family: max(bleu for _, bleu in rows) for family, rows in curves.items() if rows}
-    top = sorted(ends, key=lambda family: -ends[family])[:2]
-    if len(top) < 2:
-        return {"families": top, "leader": None, "flops": None, "standing": ends}
-
-    def standing(flops: float) -> dict[str, float]:
-        return {family: max(bleu for at, bleu in curves[family] if at <= flops) for family in top}
-
-    start = max(min(at for at, _ in curves[family]) for family in top)
-    points = sorted({at for family in top for at, _ in curves[family] if at >= start})
-    leaders = []
-    for flops in points:
-        found = standing(flops)
-        leaders.append(None if found[top[0]] == found[top[1]] else max(found, key=found.get))
-    final = leaders[-1]
-    last_other = max((i for i, leader in enumerate(leaders) if leader != final), default=None)
-    other_led = final is not None and any(leader not in (None, final) for leader in leaders)
-    flops = points[last_other + 1] if other_led else None
-    return {"families": top, "leader": final, "flops": flops, "standing": standing(flops or points[-1])}
-
-
-FLIP_DEFINITION = ("The flip, defined: a family's standing at F training FLOPs is the best val BLEU any of its runs "
-                   "reached at a validation within F FLOPs (what a run stopped at F keeps as its best checkpoint); the "
-                   "top two families are those standing highest at the end. At every validation of either, from the "
-                   "first FLOPs at which both have validated, the leader is the family standing higher (none on a "
-                   "tie). The ranking flips at the first of those points from which the final leader leads at every "
-                   "later one, where the other family led at a point before it.")
-
-
-def flip_text(flip: dict) -> str:
-    families, leader, flops, standing = flip["families"], flip["leader"], flip["flops"], flip["standing"]
-    if len(families) < 2:
-        return "Fewer than two families have a learning curve: no ranking to flip."
-    scores = ", ".join(f"{family} {standing[family]:.2f}" for family in families)
-    if leader is None:
-        return f"The top two families, {' and '.join(families)}, end level ({scores}): no leader, no flip."
-    other = next(family for family in families if family != leader)
-    if flops is None:
-        return f"No flip: {leader} leads {other} at every validation where both have validated (at the end: {scores})."
-    return (f"**The ranking flips at {flops:.3g} training FLOPs**: {other} leads at some validation before it, "
-            f"{leader} at every validation from there on (best val BLEU within {flops:.3g} FLOPs: {scores}).")
 
 
 def grid_lines(part: Part, plot: str) -> tuple[list[str], bytes | None]:
     """The grid's runs, what failed, and val BLEU against training FLOPs with the flip (the plot's PNG bytes)."""
     params, runs = part_runs(part)
     if not runs:
-        return missing(part, "The grid's params.yaml"), None
-    comparison = json.loads(part.text("results/comparison.json") or "{}")
-    jobs = json.loads(part.text("gpu_runs.json") or "{}").get("jobs")
+        return missing(part, "The grid's params.yaml", "params.yaml"), None
+    comparison = part.json("results/comparison.json", {})
+    jobs = part.json("gpu_runs.json", {}).get("jobs")
     lines = [runs_table(params, runs, comparison, jobs).markdown(), "",
-             *(f"- {note}" for note in runs_notes(params, comparison)), *failures(part, runs), "",
+             *(f"- {note}" for note in runs_notes(part, params, comparison)), *failures(part, runs), "",
              "## Validation BLEU against training FLOPs", ""]
     curves = {label(run, runs): [{"train_flops": at, "val_bleu": bleu} for at, bleu in run.curve]
               for run in runs if run.curve}
@@ -286,12 +283,15 @@ def grid_lines(part: Part, plot: str) -> tuple[list[str], bytes | None]:
         return [*lines, "No learning curve with training FLOPs and val BLEU came back."], None
     by_family = {}
     for run in runs:
-        by_family.setdefault(run.family, []).extend(run.curve)
+        if run.family:
+            by_family.setdefault(run.family, []).extend(run.curve)
+        else:
+            part.unreadable[f"params.yaml's models.{run.model}"] = "has no family, so the flip leaves its runs out"
     flip = ranking_flip(by_family)
     lines += [f"![val BLEU against training FLOPs, every run of the grid]({plot})", "",
               "Greedy val BLEU at each validation against the training FLOPs spent (counted, not timed), every run of "
               f"the grid on one plot{'; the dashed line marks the flip' if flip['flops'] else ''}.", "",
-              flip_text(flip), "", FLIP_DEFINITION]
+              swap_text(flip), "", FLIP_DEFINITION]
     return lines, figures.flops_curves(curves, flip["flops"])
 
 
@@ -313,18 +313,18 @@ def published_lines(part: Part) -> list[str]:
     lines = [table.markdown(), "", "- Published: lowercased BLEU on Moses tokens as each paper reports it (quoted, "
              "not recomputed); ours: BLEU lc tok of the same test set, the papers' tokens (docs/evaluation.md)."]
     if any(run.train or run.scores for run in runs):
-        comparison = json.loads(part.text("results/comparison.json") or "{}")
-        jobs = json.loads(part.text("gpu_runs.json") or "{}").get("jobs")
+        comparison = part.json("results/comparison.json", {})
+        jobs = part.json("gpu_runs.json", {}).get("jobs")
         lines += ["", "Every run of the part:", "", runs_table(params, runs, comparison, jobs).markdown(), "",
-                  *(f"- {note}" for note in runs_notes(params, comparison))]
+                  *(f"- {note}" for note in runs_notes(part, params, comparison))]
     return [*lines, *failures(part, runs)]
 
 
 def probe_lines(part: Part) -> list[str]:
     """Target tokens/s per training and in all at each number of trainings at once: the alone figure is 1's."""
-    found = json.loads(part.text("probe.json") or "null")
+    found = part.json("probe.json")
     if not found:
-        return missing(part, "probe.json")
+        return missing(part, "probe.json", "probe.json")
     rows = [[f"{jobs}{' (alone)' if jobs == '1' else ''}",
              ", ".join(f"{rate:,.0f}" for rate in level["per_job_tokens_per_s"]),
              f"{level['total_tokens_per_s']:,.0f}", dash(level["gpu_peak_memory_mib"], ",")]
@@ -336,11 +336,15 @@ def probe_lines(part: Part) -> list[str]:
 
 def tests_lines(part: Part) -> list[str]:
     """Every GPU test with its outcome, from the junit report pytest wrote."""
-    report = part.text("junit.xml")
-    if not report:
-        return missing(part, "The test report (junit.xml)")
+    report, cases = part.text("junit.xml"), None
+    try:
+        cases = list(ElementTree.fromstring(report).iter("testcase")) if report else None
+    except ElementTree.ParseError as error:
+        part.unreadable["junit.xml"] = f"is cut short or damaged (ParseError at line {error.position[0]})"
+    if cases is None:
+        return missing(part, "The test report (junit.xml)", "junit.xml")
     rows = []
-    for case in ElementTree.fromstring(report).iter("testcase"):
+    for case in cases:
         outcome = next((child for child in case if child.tag in ("failure", "error", "skipped")), None)
         name = {"failure": "failed", "error": "error", "skipped": "skipped"}.get(getattr(outcome, "tag", ""), "passed")
         message = (outcome.get("message") or "") if outcome is not None else ""
@@ -356,8 +360,13 @@ def page(calls: list[str], parts: dict[str, Part], kind: str, date: str, plot: s
     runs = [run for name in ("published", "grid") for run in part_runs(parts[name])[1]]
     found = machine(calls, parts, runs)
     rehearsal = any("CPU rehearsal" in line for line in calls)
+    # the sections before the header: reading their files fills the parts' lists of unreadable ones, shown on top
     grid, png = grid_lines(parts["grid"], plot)
+    sections = {"The GPU tests": tests_lines(parts["tests"]),
+                "The papers' recipes": published_lines(parts["published"]),
+                "Packing: trainings at once": probe_lines(parts["probe"]), "The grid": grid}
     setup = parts["setup"]
+    problems = [f"- {name}: {part.problem()}" for name, part in parts.items() if part.problem()]
     title = (f"# A CPU rehearsal of the GPU run ({kind}), as it came back" if rehearsal else
              f"# On one GPU ({(found['gpu'] or kind).split(',')[0]}): the papers' recipes and the grid, as the run "
              "came back")
@@ -371,10 +380,9 @@ def page(calls: list[str], parts: dict[str, Part], kind: str, date: str, plot: s
              "part's tarball. Every figure is read from the run's files; a dash is a figure that did not come back.",
              *(["", "**A rehearsal on a CPU at tiny sizes: no GPU ran, and its scores are meaningless by design.**"]
                if rehearsal else []),
-             "", "## The GPU tests", "", *tests_lines(parts["tests"]),
-             "", "## The papers' recipes", "", *published_lines(parts["published"]),
-             "", "## Packing: trainings at once", "", *probe_lines(parts["probe"]),
-             "", "## The grid", "", *grid,
+             *(["", "**Unreadable in what came back**, so missing or dashes below:", "", *problems]
+               if problems else []),
+             *(line for heading, body in sections.items() for line in ("", f"## {heading}", "", *body)),
              "", "## Setup", "", *(["```", *setup.lines, "```"] if setup.passed else failures(setup, []))]
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)) + "\n", png  # a section that opens on a failure: one blank
 
@@ -389,6 +397,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", args.kind):
         sys.exit(f"gpu_report: --kind {args.kind!r}: lowercase letters, digits and dashes only, e.g. h100")
+    if args.date and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", args.date):
+        sys.exit(f"gpu_report: --date {args.date!r}: give it as YYYY-MM-DD, e.g. 2026-11-27")
     with tempfile.TemporaryDirectory() as scratch:
         calls, parts = read_returned(args.folders, Path(scratch))
         date = args.date or next((found for line in calls if (found := first(r"(\d{4}-\d{2}-\d{2})T", line))), None)
@@ -399,6 +409,9 @@ def main(argv: list[str] | None = None) -> int:
         if path.exists() and not args.force:
             sys.exit(f"gpu_report: {path} exists; pass --force (make gpu-report FORCE=1) to rewrite it")
         text, png = page(calls, parts, args.kind, date, f"{stem}-flops.png")
+    for name, part in parts.items():
+        if part.problem():
+            print(f"gpu_report: {name}: {part.problem()}", file=sys.stderr)
     args.results.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     if png:

@@ -6,6 +6,7 @@ naming the problem and the fix; set NMTBENCH_DEBUG=1 for the full traceback.
 from __future__ import annotations
 
 import argparse
+import codecs
 import errno
 import os
 import shutil
@@ -125,8 +126,13 @@ def _translate(args):
     resolve_device(cfg.device, "--device" if args.device else "evaluate.device")  # before loading anything
     translator = Translator.from_model_dir(Path(args.model_dir), cfg)
     sentences = read_input(args.input)
+    too_long: dict[int, int] = {}  # one line too long for the model's positions costs that line, not the others
     with progress_bar(len(sentences), "translating", "sent", disable=args.input == "-") as progress:
-        found = translator.translate(sentences, args.nbest, progress)
+        found = translator.translate(sentences, args.nbest, progress, too_long)
+    for index, length in too_long.items():
+        print(f"nmtbench translate: line {index + 1} has {length:,} tokens, {length - translator.longest:,} more than "
+              f"the {translator.longest:,} this model translates (max_positions of its model block); its output line "
+              "is left empty", file=sys.stderr)
     for i, hyps in enumerate(found):
         for text, score in hyps:
             print(text if args.nbest == 1 else f"{i} ||| {text} ||| {score:.4f}")
@@ -144,7 +150,7 @@ def read_input(name: str) -> list[str]:
         if not path.is_file():
             raise ConfigError(f"{path}: no such input file; pass a text file with one sentence per line")
         label, raw = str(path), path.read_bytes()
-    lines = raw.split(b"\n")
+    lines = raw.removeprefix(codecs.BOM_UTF8).split(b"\n")  # a byte-order mark marks UTF-8; it is no sentence's text
     if lines[-1] == b"":  # the newline that ends the last line starts no new one
         lines.pop()
     for number, line in enumerate(lines, start=1):

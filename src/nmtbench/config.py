@@ -412,8 +412,10 @@ class Params(Block):
     models: dict = Field(min_length=1, description="define at least one model block, e.g. models.transformer")
     # name -> the train keys of its block's own `train:` recipe, taken out of the block (for_model applies them)
     model_train: dict = Field(default_factory=dict, exclude=True)
-    seeds: Annotated[list[int], holds(distinct)] = Field(  # the grid is models x seeds
-        [42], min_length=1, description="expected a list of distinct integers, e.g. [42] or [1, 2, 3], got {value!r}")
+    # the grid is models x seeds; numpy, which each seeds, refuses one outside [0, 2**32 - 1], but only in training
+    seeds: Annotated[list[Annotated[int, Field(ge=0, le=2**32 - 1)]], holds(distinct)] = Field(
+        [42], min_length=1, description="expected a list of distinct integers from 0 to 2**32 - 1 (numpy's range of "
+                                        "seeds), e.g. [42] or [1, 2, 3], got {value!r}")
     analyze: AnalyzeConfig | None = None  # only the analyze stage reads it
     launch: LaunchConfig = Field(default_factory=LaunchConfig)  # nmtbench launch; no stage reads it
 
@@ -495,16 +497,19 @@ def parse_params(raw: dict) -> Params:
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such params file; run from the project root or pass --params")
     return parse_params(read_yaml(path) or {})
 
 
-def read_yaml(path: Path) -> Any:
-    """The YAML document in path; a syntax error becomes one line naming the file, line and column."""
+def read_yaml(path: str | Path) -> Any:
+    """The YAML document in path; a missing file, a syntax error or a key given twice becomes one line naming the
+    file. A missing file is taken for the params file: every other file read here is checked by its reader first,
+    and `nmtbench workspace` reads the project's params.yaml here, not through load_params."""
+    if not Path(path).is_file():
+        raise ConfigError(f"{path}: no such params file; run from the project root or pass --params")
     try:
-        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=UniqueKeyLoader)
+    except DuplicateKey as error:
+        raise ConfigError(f"{path}: {error}; keep one") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -512,6 +517,38 @@ def read_yaml(path: Path) -> Any:
         raise ConfigError(f"{path}{where}: not valid YAML ({problem}); fix the syntax there") from None
     except UnicodeDecodeError as error:
         raise ConfigError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start}); save it as UTF-8") from None
+
+
+class DuplicateKey(Exception):
+    """A mapping of a YAML document that gives one key twice."""
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """The safe loader, refusing a key given twice in one mapping. PyYAML keeps the last silently, so `nmtbench check`
+    passed a params.yaml that DVC, which reads it with ruamel.yaml, then refused in many lines."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        refuse_duplicates(node)
+        return super().construct_document(node)
+
+
+def refuse_duplicates(node: yaml.Node, where: str = "") -> None:
+    """Raise DuplicateKey for the first mapping under node (at the dotted key where) that gives a key twice."""
+    if isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            refuse_duplicates(item, f"{where}[{index}]")
+    if not isinstance(node, yaml.MappingNode):
+        return
+    lines = {}  # (tag, text) of each key -> its line
+    for key, value in node.value:
+        if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":  # `<<:` merges, no key
+            first, line = lines.get((key.tag, key.value)), key.start_mark.line + 1
+            if first:
+                under = f"under {where}" if where else "at the top level"
+                at = f"lines {first} and {line}" if first != line else f"line {line}, twice"  # {lr: 1, lr: 2}
+                raise DuplicateKey(f"duplicate key {key.value!r} {under} ({at})")
+            lines[key.tag, key.value] = line
+        refuse_duplicates(value, f"{where}.{key.value}" if where else str(key.value))
 
 
 def merge(base: dict, override: dict) -> dict:
@@ -531,7 +568,7 @@ def apply_profile(base: dict, *profiles: dict, names: Sequence[str] = ()) -> dic
     whole instead of merged: a recipe's own grid of models (models: ...) rather than the defaults plus it.
     names: the files, params.yaml's first, which a conflict names."""
     names = list(names) or ["params.yaml", *(f"profile {i}" for i in range(1, len(profiles) + 1))]
-    merged, given_by = base, {}  # given_by: model -> the file its family came from, for a conflict's line
+    merged, given_by = base, {}  # given_by: model (or model.encoder, .decoder) -> the file its family came from
     for name, profile in zip(names[1:], profiles):
         profile = dict(profile)
         replaced = profile.pop("replace", [])
@@ -549,21 +586,32 @@ def apply_profile(base: dict, *profiles: dict, names: Sequence[str] = ()) -> dic
 def over_models(models: dict | None, blocks: dict, given_by: dict, first: str, name: str) -> dict:
     """The model blocks of profile `name` that apply to the models merged so far (None: the profile gives the grid
     whole). A block without a family sizes a model: one for a model there is none of (a profile before replaced
-    the grid) sizes nothing and is left out, so the smoke sizes go with every recipe. A block that gives a model
-    another family conflicts with the file that gave the first."""
+    the grid) sizes nothing and is left out, so the smoke sizes go with every recipe. A block that gives a model, or
+    a hybrid's half, another family conflicts with the file that gave the first: merged, the new family would be
+    refused the keys of the old one that the first file set."""
     if models is None:
-        given_by.update(dict.fromkeys(blocks, name))
+        given_by.update({f"{model}{half}": name for model, block in blocks.items() for half in families(block)})
         return blocks
     kept = {}
     for model, block in blocks.items():
-        family = block.get("family") if isinstance(block, dict) else None
-        earlier = models[model].get("family") if isinstance(models.get(model), dict) else None
-        if isinstance(block, dict) and family is None and model not in models:
+        named, earlier = families(block), families(models.get(model))
+        if isinstance(block, dict) and "" not in named and model not in models:
             continue
-        if None not in (family, earlier) and family != earlier:
-            raise ConfigError(f"models.{model}: {name} makes it a {family}, {given_by.get(model, first)} a {earlier}; "
-                              f"rename the model in one file, or replace the grid in {name} with `replace: [models]`")
-        if family is not None:
-            given_by[model] = name
+        for half, family in named.items():  # the model's own family first, then its halves'
+            key = f"{model}{half}"
+            if earlier.get(half, family) != family:
+                raise ConfigError(f"models.{key}: {name} makes it a {family}, {given_by.get(key, first)} a "
+                                  f"{earlier[half]}; rename the model in one file, or replace the grid in {name} with "
+                                  "`replace: [models]`")
+            given_by[key] = name
         kept[model] = block
     return kept
+
+
+def families(block: Any) -> dict[str, str]:
+    """The families a model block names: its own under "", a hybrid's halves' under ".encoder" and ".decoder"."""
+    if not isinstance(block, dict):
+        return {}
+    found = {"": block.get("family"), **{f".{half}": block[half].get("family") for half in ("encoder", "decoder")
+                                        if isinstance(block.get(half), dict)}}
+    return {half: family for half, family in found.items() if family is not None}

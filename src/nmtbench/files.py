@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from nmtbench.blocks import ConfigError
+
 
 def temp_prefix(final: Path) -> str:
     """Prefix of a temporary name beside final, holding this process' id.
@@ -37,6 +39,42 @@ def running(pid: int) -> bool:
     except PermissionError:  # it exists, under another user
         return True
     return True
+
+
+class PidLock:
+    """One process at a time: a file holding the holder's pid, taken over when that process is gone (killed
+    without cleaning up). refusal: the one-line error while another process holds it, {pid} standing for its pid."""
+
+    def __init__(self, path: Path, refusal: str):
+        self.path, self.refusal = Path(path), refusal
+
+    def __enter__(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(2):  # a lock left by a dead process is removed, then taken
+            try:
+                descriptor = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                owner = lock_owner(self.path)
+                if owner and running(owner):
+                    raise ConfigError(self.refusal.replace("{pid}", str(owner))) from None
+                self.path.unlink(missing_ok=True)
+                continue
+            os.write(descriptor, f"{os.getpid()}\n".encode())
+            os.close(descriptor)
+            return self
+        raise ConfigError(f"{self.path}: could not take the lock; delete it if the process it names is gone, "
+                          "then rerun")
+
+    def __exit__(self, *exc):
+        self.path.unlink(missing_ok=True)
+
+
+def lock_owner(path: Path) -> int:
+    """The pid a PidLock's file holds; 0 when there is none."""
+    try:
+        return int(path.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return 0
 
 
 def write_bytes(path: Path, data: bytes) -> None:

@@ -7,6 +7,7 @@ model registry, so decoding, evaluation and analysis never import the training c
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -19,7 +20,38 @@ from nmtbench.models.vocabulary import Vocab
 
 
 class CheckpointError(ValueError):
-    """A checkpoint that is missing or does not fit the current vocabulary."""
+    """A checkpoint that is missing, or does not fit the current vocabulary or the run the params describe."""
+
+
+UNSET = "unset"  # a key of a run that one side lacks: a train key added to nmtbench after a checkpoint was written
+
+
+@dataclass(frozen=True)
+class Run:
+    """The run params.yaml describes for a model and seed: its model block and train block (for_model's)."""
+    name: str
+    block: dict
+    train: dict
+    seed: int
+    own_train: tuple[str, ...] = ()  # the train keys of the block's own `train:`, named there in a refusal
+
+    def key(self, path: tuple[str, ...]) -> str:
+        """The params.yaml key of a path into run_description: ("model", "d_ff") is models.<name>.d_ff."""
+        if path[0] == "model":
+            return ".".join((f"models.{self.name}", *path[1:]))
+        if path[0] == "train" and path[1] in self.own_train:
+            return ".".join((f"models.{self.name}", *path))
+        return ".".join(path)
+
+
+def run_description(block: dict, train: dict, vocab: str, seed: int, with_ceiling: bool = False) -> dict:
+    """Everything that decides a run's result (vocab: tokenizer.vocab_id of the vocabularies), which its fingerprint
+    hashes (training.checkpoints.run_fingerprint). The epoch ceiling decides only where a run ends, unless a cosine
+    schedule stretches over it, so it is left out: a run that reached its max_epochs continues when it is raised.
+    with_ceiling: as checkpoints written before that described their run."""
+    if not with_ceiling and train.get("schedule") != "cosine":
+        train = {key: value for key, value in train.items() if key != "max_epochs"}
+    return {"model": block, "train": train, "vocab": vocab, "seed": seed}
 
 
 def read_vocab(tokenized_dir: Path) -> dict:
@@ -51,9 +83,10 @@ def resolve_device(setting: str, key: str):
     return torch.device(setting)
 
 
-def load_model(checkpoint_path: Path, tokenizer: Tokenizer, device: torch.device | str = "cpu") -> Seq2Seq:
+def load_model(checkpoint_path: Path, tokenizer: Tokenizer, device: torch.device | str = "cpu",
+               run: Run | None = None) -> Seq2Seq:
     """Rebuild a trained model from its checkpoint onto device (whichever device it was saved from),
-    refusing one trained with another tokenizer."""
+    refusing one trained with another tokenizer, or, given run, for another run than that."""
     checkpoint_path = Path(checkpoint_path)
     if not checkpoint_path.is_file():
         raise CheckpointError(f"{checkpoint_path} is missing; train the model first (dvc repro train@<name>-<seed>)")
@@ -72,4 +105,32 @@ def load_model(checkpoint_path: Path, tokenizer: Tokenizer, device: torch.device
         raise CheckpointError(f"{checkpoint_path} was trained with another vocabulary than {tokenizer}; "
                               f"retrain it (dvc repro train@{hparams['name']}-{hparams['seed']}) "
                               "or use the tokenizer it was trained with")
+    if run is not None:
+        refuse_another_run(checkpoint_path, hparams, run, vocab_id(vocab))
     return model.to(device).eval()
+
+
+def refuse_another_run(checkpoint_path: Path, hparams: dict, run: Run, vocab: str) -> None:
+    """Refuse a checkpoint whose run is not `run`: a block or train key changed since training, say.
+
+    Its hyperparameters are what its fingerprint hashes, so comparing their descriptions compares the fingerprints
+    and names each key that differs; checkpoints from before the fingerprint have them too.
+    """
+    ours = flat(run_description(run.block, run.train, vocab, run.seed))
+    theirs = flat(run_description(hparams["block"], hparams["train"], vocab, hparams["seed"]))
+    differing = [path for path in {**ours, **theirs} if ours.get(path, UNSET) != theirs.get(path, UNSET)]
+    if differing:
+        found = "; ".join(f"{run.key(path)}: {ours.get(path, UNSET)} in params.yaml, {theirs.get(path, UNSET)} in "
+                          "the checkpoint" for path in differing)
+        raise CheckpointError(f"{checkpoint_path} is not the run params.yaml describes for {run.name} ({found}); "
+                              f"retrain it (dvc repro train@{run.name}-{run.seed}) or restore the params it was "
+                              "trained with")
+
+
+def flat(description: dict) -> dict[tuple[str, ...], object]:
+    """Every leaf of a run description by its path, as the fingerprint reads it (JSON: a tuple is a list)."""
+    def leaves(value, path: tuple[str, ...]):
+        if isinstance(value, dict):
+            return [leaf for key, item in value.items() for leaf in leaves(item, (*path, key))]
+        return [(path, value)]
+    return dict(leaves(json.loads(json.dumps(description, default=str)), ()))

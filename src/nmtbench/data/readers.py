@@ -1,8 +1,9 @@
 """Raw parallel text -> one memory-mapped Arrow dataset of `src`/`tgt` strings per split, for each source kind.
 
 Text is streamed line by line into Arrow files under a work folder (datasets' from_generator), never held in
-Python lists, and decoded as strict UTF-8 with nothing changed but the newline: a bad byte, a short line or a
-missing column is reported with its file and line. Every reader also names its inputs with their sha256.
+Python lists, and decoded as strict UTF-8 with nothing changed but the newline and a byte-order mark opening a
+file: a bad byte, a short line or a missing column is reported with its file and line. Every reader also names its
+inputs with their sha256.
 """
 from __future__ import annotations
 
@@ -124,9 +125,10 @@ def open_binary(path: Path):
 
 
 def decode(raw: bytes, path: str, number: int, fixes: dict[str, str]) -> str:
-    """One line without its newline, strict UTF-8; anything else (a \\r, spaces) is kept exactly."""
+    """One line without its newline, strict UTF-8; anything else (a \\r, spaces) is kept exactly, but a byte-order
+    mark opening line 1: an editor's mark of UTF-8 (utf-8-sig), not text of the first sentence or header."""
     try:
-        return raw.decode("utf-8").removesuffix("\n")
+        return raw.decode("utf-8-sig" if number == 1 else "utf-8").removesuffix("\n")
     except UnicodeDecodeError as e:
         raise DataError(f"{path}, line {number}: not valid UTF-8 ({e.reason} at byte {e.start}); "
                         f"{fixes['utf8']}") from e

@@ -13,7 +13,6 @@ translation.
 from __future__ import annotations
 
 import bisect
-import csv
 import hashlib
 import json
 import statistics
@@ -23,6 +22,7 @@ from pathlib import Path
 import yaml
 
 from nmtbench.config import BudgetConfig, CompareConfig, ConfigError
+from nmtbench.evaluation.compute import FLIP_DEFINITION, Curve, flops_curve, ranking_flip, swaps, write_flops_curves
 from nmtbench.evaluation.headline import BLEU_METRICS, bleu_metrics
 from nmtbench.evaluation.published import beside_published
 from nmtbench.evaluation.rendering import markdown
@@ -61,6 +61,7 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
     runs = {(name, seed): RunPaths(name, seed, Path(root)) for name in model_names for seed in seeds}
     train = {run: _load(paths.train_metrics, *run, "train", TRAIN_KEYS) for run, paths in runs.items()}
     evals = {run: _load(paths.eval_metrics, *run, "evaluate") for run, paths in runs.items()}
+    curves = {run: flops_curve(paths.learning_curve) for run, paths in runs.items()}
     # what produced each run; None for a run written before provenance was recorded
     stamps = {stage: {paths.name.as_posix(): found[run].pop("provenance", None) for run, paths in runs.items()}
               for stage, found in (("train", train), ("evaluate", evals))}
@@ -114,7 +115,8 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
                   "tokenized": tokenized,
                   "signatures": {**signatures, "paired_bootstrap": sorted(bootstrap_signatures)},
                   "models": models, "examples": examples, "tuning": tuning_summary(model_names, root),
-                  "across_compute": across_compute(runs, seeds, budget)}
+                  "across_compute": across_compute(curves, seeds, budget),
+                  "swaps": quality_against_compute(curves, blocks)}
     if blocks is not None:
         references = {split: list(test_sets[split]["tgt"]) for split in splits}
         comparison["verdict"] = verdict(models, blocks, seeds, baseline, translations, references, cfg)
@@ -122,7 +124,8 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
     if cfg.published:
         comparison["published"] = beside_published(models, cfg.published)
     comparison["provenance"] = {"compare": stamp(started), **stamps}
-    write_flops_curves(runs, Path(root) / RESULTS / "flops_curves.csv")
+    write_flops_curves({f"{name}/seed{seed}": curve for (name, seed), curve in curves.items()},
+                       Path(root) / RESULTS / "flops_curves.csv")
     write_json(Path(root) / RESULTS / "comparison.json", comparison)
     write_text(Path(root) / RESULTS / "comparison.md", markdown(comparison))
     write_json(Path(root) / BLEU_METRICS, bleu_metrics(comparison))
@@ -137,7 +140,7 @@ def external_translations(path: Path, name: str, split: str, references: list[st
         raise FileNotFoundError(f"{where}: {path} not found; put the system's translation there, one line per "
                                 "test sentence")
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = path.read_bytes().decode("utf-8-sig")  # a byte-order mark is no part of the first translation
     except UnicodeDecodeError as error:
         raise ValueError(f"{where}: {path} is not UTF-8 text (byte {error.start}); convert it, e.g. "
                          f"iconv -f LATIN1 -t UTF-8") from None
@@ -175,7 +178,7 @@ def tuning_summary(model_names: list[str], root: Path) -> dict | None:
         "families_changed": rankings["default"]["families"] != rankings["tuned"]["families"]}}
 
 
-def across_compute(runs: dict[tuple[str, int], RunPaths], seeds: list[int], budget: BudgetConfig | None) -> dict | None:
+def across_compute(curves: dict[tuple[str, int], Curve], seeds: list[int], budget: BudgetConfig | None) -> dict | None:
     """Each model's best validation BLEU within 1/4, 1/2 and all of the training FLOPs: the ranking at smaller budgets.
 
     Read off the learning curves, so no extra run is needed: no schedule depends on train.budget (docs/training.md),
@@ -183,13 +186,12 @@ def across_compute(runs: dict[tuple[str, int], RunPaths], seeds: list[int], budg
     budget is train.budget's FLOPs, or without a FLOP budget the most any run spent. None when a run's curve has no
     FLOPs or no validation BLEU (trained before the curves recorded them, or with train.val_bleu_sentences 0).
     """
-    curves = {run: _flops_curve(paths.learning_curve) for run, paths in runs.items()}
     if not all(curves.values()):
         return None
     flops_budget = budget is not None and budget.kind == "flops"
     total = budget.value if flops_budget else max(rows[-1][0] for rows in curves.values())
     models = {}
-    for name in dict.fromkeys(name for name, _ in runs):
+    for name in dict.fromkeys(name for name, _ in curves):
         models[name] = {}
         for fraction in BUDGET_FRACTIONS:  # the whole run at 1: a FLOP budget stops on the step that crosses it
             within = [[bleu for flops, bleu in curves[name, seed] if fraction == 1 or flops <= fraction * total]
@@ -198,24 +200,21 @@ def across_compute(runs: dict[tuple[str, int], RunPaths], seeds: list[int], budg
     return {"flops": total, "budget": "train.budget" if flops_budget else "the largest run", "models": models}
 
 
-def write_flops_curves(runs: dict[tuple[str, int], RunPaths], path: Path) -> None:
-    """Every run's (training FLOPs, val BLEU) in one long CSV, a row per validation and the run in a column: the
-    one file DVC's top-level plot (dvc.yaml) draws as a line per run, whatever the models and seeds."""
-    lines = ["run,train_flops,val_bleu", *(f"{name}/seed{seed},{flops:g},{bleu:g}"
-                                           for (name, seed), paths in runs.items()
-                                           for flops, bleu in _flops_curve(paths.learning_curve))]
-    write_text(path, "\n".join(lines) + "\n")
-
-
-def _flops_curve(path: Path) -> list[tuple[float, float]]:
-    """(training FLOPs, val BLEU) at each validation of a learning_curve.csv that has both; [] otherwise."""
-    if not path.is_file():
-        return []
-    with path.open(newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        if "train_flops" not in (reader.fieldnames or ()):
-            return []
-        return [(float(row["train_flops"]), float(row["val_bleu"])) for row in reader if row["val_bleu"]]
+def quality_against_compute(curves: dict[tuple[str, int], Curve], blocks: dict[str, dict] | None) -> dict | None:
+    """Where models, and where the top two families, swap places for good as training FLOPs grow (compute.swap):
+    a model's curve is every validation of its runs, a family's every validation of its models'. None when no run's
+    curve has FLOPs and BLEU."""
+    by_model: dict[str, Curve] = {}
+    for (name, _), curve in curves.items():
+        by_model.setdefault(name, []).extend(curve)
+    if not any(by_model.values()):
+        return None
+    by_family: dict[str, Curve] = {}
+    for name, curve in by_model.items():
+        if blocks is not None:
+            by_family.setdefault(str(blocks[name].get("family")), []).extend(curve)
+    return {"families": ranking_flip(by_family) if by_family else None, "models": swaps(by_model),
+            "definition": FLIP_DEFINITION}
 
 
 def bucket_labels(bounds: list[int]) -> list[str]:

@@ -17,7 +17,7 @@ from nmtbench.decoding.search import greedy, max_lengths
 from nmtbench.decoding.translator import Translator, one_line
 from nmtbench.evaluation.scoring import score
 from nmtbench.files import atomic_dir, write_json, write_text
-from nmtbench.loading import load_model, resolve_device
+from nmtbench.loading import Run, load_model, resolve_device
 from nmtbench.models.interface import Seq2Seq
 from nmtbench.progress import progress_bar
 from nmtbench.provenance import stamp
@@ -29,7 +29,8 @@ TRANSLATION_COLUMNS = ["index", "source", "reference", "hypothesis"]
 
 def evaluate(params: Params, name: str, seed: int | None = None, tokenized_dir: Path = Path("data/tokenized"),
              root: Path = Path(".")) -> dict:
-    """Evaluate one run of the grid: model `name` trained with `seed` (default: the first of params.seeds).
+    """Evaluate one run of the grid: model `name` trained with `seed` (default: the first of params.seeds), with
+    params as the model trains (Params.for_model, with its tuned values), whose run its checkpoint must be.
 
     Returns the scores of eval.json per split; the file holds them and, after the splits, their provenance.
     """
@@ -38,7 +39,8 @@ def evaluate(params: Params, name: str, seed: int | None = None, tokenized_dir: 
     seed = params.seeds[0] if seed is None else seed
     paths = RunPaths(name, seed, root)
     tokenizer = Tokenizer(tokenized_dir)
-    model = load_model(paths.checkpoint, tokenizer, resolve_device(params.evaluate.device, "evaluate.device"))
+    trained = Run(name, block, params.train.model_dump(), seed, tuple(params.model_train.get(name) or ()))
+    model = load_model(paths.checkpoint, tokenizer, resolve_device(params.evaluate.device, "evaluate.device"), trained)
     translator = Translator(model, tokenizer, params.evaluate)
     dataset = load_tokenized(tokenized_dir)
     attention = attention_example(model, tokenizer, dataset, params)  # a bad report block fails before any work

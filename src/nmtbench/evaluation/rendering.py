@@ -6,6 +6,7 @@ Markdown here and as HTML by evaluation/report.py.
 """
 from __future__ import annotations
 
+from nmtbench.evaluation.compute import swap_text
 from nmtbench.evaluation.scoring import PUBLISHED
 from nmtbench.evaluation.significance import SIGNIFICANCE_LEVEL
 from nmtbench.provenance import code_text
@@ -40,6 +41,11 @@ def markdown(comparison: dict) -> str:
     if comparison.get("across_compute"):
         lines += ["", "## Validation BLEU across compute", "", compute_table(comparison).markdown(), "",
                   f"- {compute_note(comparison)}"]
+    if comparison.get("swaps"):
+        lines += ["", "## Where models swap places as compute grows", "", *(f"- {line}" for line in
+                                                                             swap_lines(comparison))]
+        if comparison["swaps"]["models"]:
+            lines += ["", swaps_table(comparison).markdown()]
     lines += ["", "## Produced by", "", *(f"- {line}" for line in provenance_lines(comparison))]
     return "\n".join(lines) + "\n"
 
@@ -151,6 +157,20 @@ def compute_note(comparison: dict) -> str:
             "smaller budget, without training again: docs/training.md, \"Learning curves\".")
 
 
+def swap_lines(comparison: dict) -> list[str]:
+    """Where the top two families swap places as training FLOPs grow, in a sentence, then the definition."""
+    found = comparison["swaps"]
+    return [*([swap_text(found["families"])] if found["families"] else []), found["definition"]]
+
+
+def swaps_table(comparison: dict) -> Table:
+    """Every pair of models that swaps places for good, in the order of the FLOPs where it does."""
+    return Table(["From (training FLOPs)", "Leads from there on", "Led before", "Their best val BLEU there"],
+                 [[f"{pair['flops']:.3g}", pair["leader"], next(n for n in pair["pair"] if n != pair["leader"]),
+                   ", ".join(f"{name} {bleu:.2f}" for name, bleu in pair["standing"].items())]
+                  for pair in comparison["swaps"]["models"]], "rllr")
+
+
 def _fraction(fraction: float) -> str:
     return "all" if fraction == 1 else f"1/{round(1 / fraction)}"
 
@@ -233,8 +253,14 @@ def _number(params: int | None) -> str:
 def _bleu_cells(scores: dict) -> list[str]:
     """BLEU, starred when it differs significantly from the baseline's, and its bootstrap 95% interval."""
     test = scores["bootstrap"]
-    return [_cell(scores["bleu"]) + ("*" if test["significant"] else ""),
-            f"[{test['mean'] - test['ci']:.2f}, {test['mean'] + test['ci']:.2f}]"]
+    return [_cell(scores["bleu"]) + ("*" if test["significant"] else ""), _interval(test["mean"], test["ci"])]
+
+
+def _interval(mean: float, ci: float) -> str:
+    """The bootstrap's 95% interval of BLEU, within BLEU's 0 to 100. sacreBLEU gives the resamples' mean +- half the
+    width of their 2.5-97.5 percentile range: centred on the mean rather than on that range, it reaches past 100 where
+    the resamples bunch against it (a system near a copy of the reference), though no resample scores above 100."""
+    return f"[{max(mean - ci, 0.0):.2f}, {min(mean + ci, 100.0):.2f}]"
 
 
 def _cell(spread: dict | None, digits: int = 2) -> str:

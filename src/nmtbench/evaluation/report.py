@@ -91,7 +91,7 @@ def report(model_names: list[str], metrics_dir: Path = METRICS, results_dir: Pat
     _tuning_section(page, comparison)
     _length_section(page, comparison)
     _beam_sweep_section(page, results_dir)
-    _curves_section(page, runs)
+    _curves_section(page, runs, comparison)
     _attention_section(page, runs)
     _examples_section(page, comparison)
     _provenance_section(page, comparison)
@@ -176,8 +176,10 @@ def _length_section(page: Page, comparison: dict) -> None:
         page.add(f"<h3>{html.escape(test_set)}</h3>{rendering.length_table(comparison, test_set).html()}")
 
 
-def _curves_section(page: Page, runs: dict[str, Path]) -> None:
+def _curves_section(page: Page, runs: dict[str, Path], comparison: dict) -> None:
     page.heading("Learning curves: validation BLEU against time, tokens seen and training FLOPs")
+    found = comparison.get("swaps") or {}
+    flip = (found.get("families") or {}).get("flops")
     curves = {label: _curve(folder / "learning_curve.csv") for label, folder in runs.items()}
     lacking = [label for label, rows in curves.items() if not rows]
     if lacking:
@@ -195,9 +197,14 @@ def _curves_section(page: Page, runs: dict[str, Path]) -> None:
                   "`dvc repro train` again writes it")
     with_flops = {label: rows for label, rows in curves.items() if label not in without}
     if with_flops:
-        page.figure("flops-curves", figures.flops_curves(with_flops),
+        page.figure("flops-curves", figures.flops_curves(with_flops, flip),
                     "Validation BLEU against training FLOPs (log scale), every run on one plot: the ranking at "
-                    "every smaller budget, read off the same runs")
+                    "every smaller budget, read off the same runs"
+                    + ("; the dashed line marks where the top two families swap places" if flip else ""))
+    if comparison.get("swaps"):
+        page.add(_list(rendering.swap_lines(comparison)))
+        if comparison["swaps"]["models"]:
+            page.add(rendering.swaps_table(comparison).html())
 
 
 def _curve(path: Path) -> list[dict]:

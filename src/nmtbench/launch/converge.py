@@ -16,7 +16,8 @@ from pathlib import Path
 import torch
 
 from nmtbench.config import LaunchConfig, Params
-from nmtbench.launch.scheduler import FOLDER, alive, lock_owner
+from nmtbench.files import lock_owner
+from nmtbench.launch.scheduler import FOLDER, alive
 from nmtbench.runs import RunPaths
 
 # epochs a run is assumed to take until one in the workspace has stopped early: the 2 x 2 converged in 18 to 23

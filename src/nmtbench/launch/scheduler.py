@@ -11,7 +11,8 @@ from pathlib import Path
 
 from dvc.exceptions import DvcException
 
-from nmtbench.config import ConfigError, LaunchConfig, TrainConfig
+from nmtbench.config import LaunchConfig, TrainConfig
+from nmtbench.files import PidLock
 from nmtbench.launch import jobs, stages
 
 FOLDER = Path("launch")  # logs, submitit's files and the lock; ignores itself for git
@@ -190,37 +191,12 @@ def clock(seconds: float) -> str:
     return f"{minutes}m{seconds:02d}s"
 
 
-class LaunchLock:
+class LaunchLock(PidLock):
     """One launch per workspace: a file holding the launcher's pid, taken over when that process is gone."""
 
     def __init__(self, path: Path):
-        self.path = path
-
-    def __enter__(self):
-        for _ in range(2):  # a lock left by a dead launcher is removed, then taken
-            try:
-                descriptor = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                owner = lock_owner(self.path)
-                if owner and alive(owner):
-                    raise ConfigError(f"another nmtbench launch (pid {owner}) is running in this workspace; wait "
-                                      f"for it or stop it (kill {owner}), then rerun") from None
-                self.path.unlink(missing_ok=True)
-                continue
-            os.write(descriptor, f"{os.getpid()}\n".encode())
-            os.close(descriptor)
-            return self
-        raise ConfigError(f"{self.path}: could not take the launch lock; delete it if no launch runs, then rerun")
-
-    def __exit__(self, *exc):
-        self.path.unlink(missing_ok=True)
-
-
-def lock_owner(path: Path) -> int:
-    try:
-        return int(path.read_text().strip())
-    except (FileNotFoundError, ValueError):
-        return 0
+        super().__init__(path, "another nmtbench launch (pid {pid}) is running in this workspace; wait for it or stop "
+                               "it (kill {pid}), then rerun")
 
 
 def alive(pid: int) -> bool:

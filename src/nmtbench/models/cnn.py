@@ -19,7 +19,7 @@ from nmtbench.blocks import ConfigError
 from nmtbench.models.attention import attend
 from nmtbench.models.dropout import Dropout
 from nmtbench.models.family import Family, register
-from nmtbench.models.interface import DecoderState
+from nmtbench.models.interface import DecoderState, smallest
 from nmtbench.models.vocabulary import ModelConfig, Vocab, VocabularySeq2Seq
 
 RESIDUAL_SCALE = math.sqrt(0.5)  # keeps the variance of a sum of two unit-variance terms at one
@@ -81,6 +81,9 @@ class ConvEncoder(ConvPart):
     def memory_width(cfg: ConvConfig) -> int:
         return cfg.embed_dim
 
+    def longest_source(self) -> int | None:
+        return smallest(self.encoder_cfg.max_positions, super().longest_source())
+
     def build_encoder(self, cfg: ConvConfig) -> None:
         self.encoder_cfg = cfg
         self.build_conv_positions(cfg, "src_positions")
@@ -118,6 +121,12 @@ class ConvDecoder(ConvPart):
     @staticmethod
     def output_width(cfg: ConvConfig) -> int:
         return cfg.embed_dim
+
+    def longest_source(self) -> int | None:
+        return smallest(self.decoder_cfg.max_positions, super().longest_source())
+
+    def longest_target(self, source_length: int) -> int | None:
+        return self.decoder_cfg.max_positions
 
     def build_decoder(self, cfg: ConvConfig) -> None:
         self.decoder_cfg = cfg

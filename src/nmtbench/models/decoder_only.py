@@ -54,6 +54,13 @@ class DecoderOnlySeq2Seq(VocabularySeq2Seq):
         for weight in self.vocabulary_weights():
             nn.init.normal_(weight, std=cfg.d_model ** -0.5)
 
+    def longest_source(self) -> int | None:
+        """Half the learned positions: the source and its translation, about as long, share one stream."""
+        return self.cfg.max_positions // 2 if self.cfg.positions == "learned" else None
+
+    def longest_target(self, source_length: int) -> int | None:
+        return self.cfg.max_positions - source_length if self.cfg.positions == "learned" else None
+
     def _embed(self, tokens, positions, segment: int, stream: int | None):
         """tokens (B, T) of the segment's side at positions (B, T) -> (B, T, d). stream: the longest stream's length
         where the host knows it (a padded batch is as wide as its longest source); else it is read off the device."""

@@ -37,6 +37,7 @@ from nmtbench.models.family import TABLE, Family, register, with_halves
 from nmtbench.models.vocabulary import SHARED_EMBEDDING, TIED_OUTPUT, ModelConfig, Vocab, VocabularySeq2Seq
 
 WHOLE = ("tie_embeddings", "dropout")  # the hybrid's own keys, not a half's
+EXAMPLES = {"encoder": "{family: transformer, layers: 6}", "decoder": "{family: rnn, cell: lstm, attention: general}"}
 
 
 class HybridConfig(ModelConfig):
@@ -48,6 +49,11 @@ class HybridConfig(ModelConfig):
         """The typed config of the encoder or decoder half, refused in one line where it cannot be one."""
         block, model, where = dict(getattr(self, side)), where, f"{where}.{side}"
         family, halves = block.pop("family", None), with_halves()
+        if not block and family is None:  # absent, or given empty
+            raise ConfigError(f"{where}: missing; a hybrid needs both halves, each a block of its family's keys, e.g. "
+                              f"{side}: {EXAMPLES[side]}")
+        if family is None:
+            raise ConfigError(f"{where}: missing 'family'; choose one of {', '.join(halves)}")
         if family in TABLE and family not in halves:
             raise ConfigError(f"{where}.family: {family} has no encoder and decoder halves of its own to pair; "
                               f"choose one of {', '.join(halves)}, or family: {family} "

@@ -4,6 +4,8 @@
     encode(src, src_mask)            -> memory                      model-specific, opaque to callers
     init_state(memory, src_mask)     -> DecoderState
     decode_step(state, y_prev)       -> (log_probs (B, V), state)   one target token, with a cache
+    longest_source()                 -> most source tokens it translates, None for any number
+    longest_target(source_length)    -> most target tokens its decoder places after such a source, None for any
 
 A DecoderState is a dict-like bag of tensors whose first dimension is the batch (or beam) row,
 so `reorder` can prune and grow hypotheses for any model by indexing that dimension.
@@ -77,5 +79,20 @@ class Seq2Seq(nn.Module):
     def decode_step(self, state: DecoderState, y_prev: torch.Tensor) -> tuple[torch.Tensor, DecoderState]:
         raise NotImplementedError
 
+    def longest_source(self) -> int | None:
+        """The most source tokens the model translates; None for any number. A half with a position table bounds
+        it: an encoder's by the table's size, a decoder's too, since a translation runs about as long as its source.
+        Each half that has one bounds it through super(), so a hybrid, whose class is its two halves, has both."""
+        return None
+
+    def longest_target(self, source_length: int) -> int | None:
+        """The most target tokens the decoder can place after a source of source_length tokens; None for any."""
+        return None
+
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+def smallest(*limits: int | None) -> int | None:
+    """The tightest of some limits, None standing for no limit."""
+    return min((limit for limit in limits if limit is not None), default=None)

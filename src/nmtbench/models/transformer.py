@@ -25,7 +25,7 @@ from nmtbench.models.attention import scaled_dot_product
 from nmtbench.models.dropout import Dropout
 from nmtbench.models.efficient_attention import SparsePattern, check_length, length_projections, random_table
 from nmtbench.models.family import Family, register
-from nmtbench.models.interface import DecoderState
+from nmtbench.models.interface import DecoderState, smallest
 from nmtbench.models.vocabulary import ModelConfig, Vocab, VocabularySeq2Seq
 
 NORMS = ("post", "pre")
@@ -258,6 +258,11 @@ class TransformerEncoder(TransformerPart):
     def memory_width(cfg: TransformerConfig) -> int:
         return cfg.d_model
 
+    def longest_source(self) -> int | None:
+        cfg = self.encoder_cfg  # Linformer's projections and the sparse random block table span max_positions too
+        table = cfg.positions == "learned" or cfg.self_attention != "full"
+        return smallest(cfg.max_positions if table else None, super().longest_source())
+
     def build_encoder(self, cfg: TransformerConfig) -> None:
         self.encoder_cfg = cfg
         self.build_positions(cfg)
@@ -302,6 +307,12 @@ class TransformerDecoder(TransformerPart):
     @staticmethod
     def output_width(cfg: TransformerConfig) -> int:
         return cfg.d_model
+
+    def longest_source(self) -> int | None:
+        return smallest(self.longest_target(0), super().longest_source())
+
+    def longest_target(self, source_length: int) -> int | None:
+        return self.decoder_cfg.max_positions if self.decoder_cfg.positions == "learned" else None
 
     def build_decoder(self, cfg: TransformerConfig) -> None:
         self.decoder_cfg = cfg

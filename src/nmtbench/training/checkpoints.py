@@ -19,6 +19,7 @@ import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from nmtbench.files import write_bytes
+from nmtbench.loading import run_description
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -32,14 +33,10 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
 
 def run_fingerprint(block: dict, train: dict, vocab: str, seed: int, with_ceiling: bool = False) -> str:
-    """sha256 of everything that decides a run's result (vocab: tokenizer.vocab_id of the vocabularies): two runs
-    with the same one may continue each other. The epoch ceiling decides only where a run ends, unless a cosine
-    schedule stretches over it, so it is left out: a run that reached its max_epochs continues when it is raised.
-    with_ceiling: the fingerprint as checkpoints written before that had it, so they still resume."""
-    if not with_ceiling and train.get("schedule") != "cosine":
-        train = {key: value for key, value in train.items() if key != "max_epochs"}
-    described = json.dumps({"model": block, "train": train, "vocab": vocab, "seed": seed},
-                           sort_keys=True, default=str)
+    """sha256 of everything that decides a run's result (loading.run_description, which evaluation reads too): two
+    runs with the same one may continue each other. with_ceiling: the fingerprint as checkpoints written before the
+    epoch ceiling was left out had it, so they still resume."""
+    described = json.dumps(run_description(block, train, vocab, seed, with_ceiling), sort_keys=True, default=str)
     return hashlib.sha256(described.encode()).hexdigest()
 
 

@@ -1,6 +1,7 @@
 """Stage `train@<name>-<seed>`: fit one model variant with one seed and keep its best checkpoint and its figures."""
 from __future__ import annotations
 
+import contextlib
 import math
 import shutil
 import sys
@@ -16,7 +17,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from nmtbench.config import ConfigError, Params
 from nmtbench.data.datamodule import TranslationData
 from nmtbench.data.tokenizer import Tokenizer, load_tokenized, model_files
-from nmtbench.files import write_json
+from nmtbench.files import PidLock, write_json
 from nmtbench.loading import read_vocab
 from nmtbench.models.registry import model_config
 from nmtbench.provenance import stamp
@@ -58,16 +59,32 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
     Returns the figures of train.json; the file holds them and their provenance (nmtbench.provenance).
     """
     started = time.perf_counter()
-    block = params.model_block(name)
-    model_config(name, block)  # refuse a bad block before any work
+    model_config(name, params.model_block(name))  # refuse a bad block before any work
     seed = params.seeds[0] if seed is None else seed
-    paths = RunPaths(name, seed, root)
-    model_dir, metrics_path = paths.model_dir, paths.train_metrics
-    cfg = params.train
-    if cfg.accelerator == "gpu" and not torch.cuda.is_available():
+    if params.train.accelerator == "gpu" and not torch.cuda.is_available():
         raise ConfigError("train.accelerator: gpu, but torch finds no CUDA GPU on this machine; set "
                           "train.accelerator: cpu (or auto), or run where a GPU and a CUDA build of torch are")
     vocab = read_vocab(tokenized_dir)
+    paths = RunPaths(name, seed, root)
+    with run_lock(paths):
+        return fit(params, paths, vocab, tokenized_dir, started)
+
+
+def run_lock(paths: RunPaths):
+    """One training of a run at a time: two would write one checkpoint folder over each other. The lock lies beside
+    the folder, which Lightning warns about when it holds anything. Under DDP the other ranks are rank 0's own
+    processes (started by it, or by srun with it), so rank 0 alone takes it."""
+    if rank_zero_only.rank != 0:
+        return contextlib.nullcontext()
+    return PidLock(paths.model_dir.with_name(f"{paths.model_dir.name}.lock"),
+                   f"another nmtbench train of {paths.model} seed {paths.seed} (pid {{pid}}) is writing "
+                   f"{paths.model_dir}; wait for it or stop it (kill {{pid}}), then rerun")
+
+
+def fit(params: Params, paths: RunPaths, vocab: dict, tokenized_dir: Path, started: float) -> dict:
+    """The run of train(), under its lock."""
+    name, seed, block, cfg = paths.model, paths.seed, params.model_block(paths.model), params.train
+    model_dir, metrics_path = paths.model_dir, paths.train_metrics
     L.seed_everything(seed, workers=True, verbose=False)
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
