@@ -11,12 +11,17 @@ JOBS ?=
 export JOBS
 
 .DEFAULT_GOAL := help
-.PHONY: smoke lint test test-e2e chromium postgresql test-fast test-gpu gpu-bundle gpu-check gpu-rehearse gpu-report bench-decode bench-train \
+.PHONY: smoke notebook lint test test-e2e chromium postgresql test-fast test-gpu gpu-bundle gpu-check gpu-rehearse gpu-report bench-decode bench-train \
   bench-data clean-smoke
 
 smoke: $(VENV)/.installed ## the whole pipeline on tiny settings in runs/smoke, leaving your outputs alone (PROFILES=..., JOBS=N)
 	nmtbench workspace $(SMOKE_DIR) --force $(foreach profile,$(PROFILES) profiles/smoke.yaml,--profile $(profile))
 	$(MAKE) --no-print-directory -C $(SMOKE_DIR) repro
+
+notebook: $(VENV)/.installed ## the lecture companion in JupyterLab, on runs/smoke or NMTBENCH_WORKSPACE (docs/notebook.md)
+	@$(BIN)/python -c 'import jupyterlab, ipywidgets' 2>/dev/null \
+	  || $(PYTHON) tools/uv_install.py $(VENV) --quiet -e '.[notebook]' || $(BIN)/pip install --quiet -e '.[notebook]'
+	NMTBENCH_WORKSPACE=$(abspath $(or $(NMTBENCH_WORKSPACE),$(SMOKE_DIR))) jupyter lab examples/lecture_companion.ipynb
 
 lint: $(VENV)/.installed ## ruff on src, tests, benchmarks, tools and examples (style, import order, likely bugs; pyproject.toml [tool.ruff])
 	ruff check src tests benchmarks tools examples
@@ -79,9 +84,12 @@ gpu-check: ## on a GPU machine without network, call GPU_CALL=1 or 2 of the plan
 gpu-rehearse: gpu-bundle
 	tools/gpu_rehearse.sh
 
-# FROM: the folders the GPU calls returned ($OUT of each, in call order); FORCE=1 rewrites a page of the same name
+# FROM: the folders the GPU calls returned ($OUT of each, in call order); KIND: the GPU's, in the page's name;
+# DATE=YYYY-MM-DD: the page's date instead of the first call's; FORCE=1 rewrites a page of the same name
 gpu-report: $(VENV)/.installed ## the results page of a GPU run, written from what its calls returned, into docs/results (FROM=<folders> KIND=h100)
-	python tools/gpu_report.py $(FROM) --kind $(KIND) $(if $(FORCE),--force)
+	@test -n "$(FROM)" || { echo 'make gpu-report: FROM= must name the call folders, in call order, e.g. make gpu-report FROM="out/call1 out/call2" KIND=h100'; exit 2; }
+	@test -n "$(KIND)" || { echo 'make gpu-report: KIND= must name the GPU kind the page is named after, e.g. KIND=h100'; exit 2; }
+	python tools/gpu_report.py $(FROM) --kind $(KIND) $(if $(DATE),--date $(DATE)) $(if $(FORCE),--force)
 
 bench-decode: $(VENV)/.installed ## decoding speed of every trained model at beam 1 and 5 (after make repro)
 	python benchmarks/decode_speed.py

@@ -231,3 +231,34 @@ def test_smoke_tunes_every_model_equally_trains_the_winners_and_gives_a_verdict(
          "RR": "lstm_attention_general"}] * 2
     table = (workspace / "results/comparison.md").read_text()
     assert "## Tuning on validation" in table and table.index("## Tuning on validation") < table.index("## Verdict")
+
+
+@pytest.mark.slow
+def test_the_lecture_companion_runs_on_the_smoke_workspace(smoke, monkeypatch):
+    """examples/lecture_companion.ipynb end to end on this workspace, as committed (no outputs): every cell runs,
+    BLEU by hand prints sacreBLEU's figures, and the experiment cell runs its guard alone."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    workspace, _ = smoke
+    path = ROOT / "examples/lecture_companion.ipynb"
+    notebook = nbformat.read(path, as_version=4)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    assert all(cell.outputs == [] and cell.execution_count is None for cell in code)
+    monkeypatch.setenv("NMTBENCH_WORKSPACE", str(workspace))
+    monkeypatch.delenv("NMTBENCH_COMPANION_RUN_EXPERIMENT", raising=False)
+    NotebookClient(notebook, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    outputs = [output for cell in code for output in cell.outputs]
+    text = "".join(output.text for output in outputs if output.output_type == "stream")
+
+    def figure(pattern: str) -> str:
+        return re.search(pattern, text, re.MULTILINE).group(1)
+
+    sentence = figure(r"^BLEU = BP x exp\(mean log precision\) = (\S+)$")
+    assert sentence == figure(r"^sacreBLEU \(nrefs:1\|case:mixed\|eff:yes\|tok:13a\|smooth:exp\|.*\): (\S+)$")
+    corpus = figure(r"^corpus BLEU by hand: +(\S+)$")
+    assert corpus == figure(r"^sacreBLEU's corpus BLEU: +(\S+)$")
+    assert round(float(corpus), 2) == float(figure(r"^the compare stage's: +(\S+)$"))
+    assert "not run (set NMTBENCH_COMPANION_RUN_EXPERIMENT=1 to run it)" in text
+    assert sum("image/png" in output.get("data", {}) for output in outputs) == 5  # 1 + 1 of the pair + 3 claims

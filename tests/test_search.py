@@ -1,9 +1,10 @@
 import itertools
+import math
 
 import pytest
 import torch
 
-from helpers.models import BOS, EOS, PAD, TINY_VARIANTS, attends, make_tiny_model
+from helpers.models import BOS, EOS, PAD, TINY_VARIANTS, Bigram, attends, make_tiny_model
 from nmtbench.decoding.search import _banned_ngram_tokens, beam_search, greedy, length_penalty, max_lengths
 from nmtbench.models.registry import build_model
 from nmtbench.models.vocabulary import Vocab
@@ -213,3 +214,53 @@ def test_greedy_collects_the_attention_of_every_step(name):
             _, state = model.decode_step(state, torch.tensor([y]))
             torch.testing.assert_close(weights[step][: len(row)], state.attention[0, : len(row)], atol=1e-5, rtol=0)
             assert not weights[step][len(row) : src.size(1)].any()
+
+
+def test_the_trace_shows_each_steps_beams_and_what_ended_there():
+    """Beam 2 by hand: step 0 keeps a (0.6) and b (0.3); at step 1 a+eos (0.30) and b+eos (0.27) outrank a b (0.24)
+    and a a (0.06), so both end, two of K = 2 have ended, and the search stops with a as the best."""
+    A, B, log = Bigram.A, Bigram.B, math.log
+    src, mask = padded([[7]])
+    trace = [[]]
+    (found,) = beam_search(Bigram(), src, mask, BOS, EOS, torch.tensor([5]), beam=2, penalty="none", trace=trace)
+    (steps,) = trace
+    assert [[tokens for tokens, _ in step.live] for step in steps] == [[[A], [B]], [[A, B], [A, A]]]
+    assert [lp for step in steps for _, lp in step.live] == pytest.approx([log(0.6), log(0.3), log(0.24), log(0.06)])
+    assert steps[0].ended == []
+    assert [(h.tokens, h.ended) for h in steps[1].ended] == [([A], True), ([B], True)]
+    assert [h.score for h in steps[1].ended] == pytest.approx([log(0.3), log(0.27)])
+    assert found == [steps[1].ended[0]]
+
+
+def test_the_trace_ends_with_the_beams_the_length_budget_stopped():
+    A, B, log = Bigram.A, Bigram.B, math.log
+    src, mask = padded([[7]])
+    trace = [[]]
+    (found,) = beam_search(Bigram(), src, mask, BOS, EOS, torch.tensor([1]), beam=2, penalty="none", trace=trace)
+    (first, stopped) = trace[0]
+    assert [tokens for tokens, _ in first.live] == [[A], [B]] and first.ended == []
+    assert stopped.live == [] and [(h.tokens, h.ended) for h in stopped.ended] == [([A], False), ([B], False)]
+    assert [(h.log_prob, h.score) for h in stopped.ended] == [pytest.approx((log(0.6),) * 2),
+                                                              pytest.approx((log(0.3),) * 2)]
+    assert found == [stopped.ended[0]]
+
+
+@pytest.mark.parametrize("name", ["lstm_additive", "transformer_pre", "cnn", "decoder_only"])
+def test_a_trace_changes_nothing_and_ends_where_the_search_does(name):
+    """The same hypotheses with and without the trace; what ended across a sentence's steps, ranked, is what
+    beam_search returns; every step keeps at most K live beams, best first."""
+    src, mask = padded(sources())
+    budget = max_lengths(mask, 2.0, 6)
+    for penalty, alpha, nbest in (("none", 0.0, 1), ("gnmt", 1.0, 1), ("normalize", 0.6, 2)):
+        model = eos_prone(make_tiny_model(name))
+        trace = [[] for _ in range(src.size(0))]
+        plain = beam_search(model, src, mask, BOS, EOS, budget, beam=4, nbest=nbest, penalty=penalty, alpha=alpha)
+        traced = beam_search(model, src, mask, BOS, EOS, budget, beam=4, nbest=nbest, penalty=penalty, alpha=alpha,
+                             trace=trace)
+        assert traced == plain
+        for steps, found in zip(trace, traced):
+            ended = [h for step in steps for h in step.ended]
+            assert sorted(ended, key=lambda h: h.score, reverse=True)[:nbest] == found
+            for step in steps:
+                scores = [lp for _, lp in step.live]
+                assert len(scores) <= 4 and scores == sorted(scores, reverse=True)

@@ -1,11 +1,13 @@
 """Tiny models: every registered variant, small enough for exhaustive tests."""
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
 import torch
 
+from nmtbench.models.interface import DecoderState, Seq2Seq
 from nmtbench.models.registry import build_model
 from nmtbench.models.vocabulary import Vocab
 
@@ -124,3 +126,30 @@ def make_tiny_model(name, seed=0):
     """A tiny model of every registered variant, in eval mode, the same for the same seed."""
     torch.manual_seed(seed)
     return build_model(name, TINY_VARIANTS[name], tiny_vocab(name)).eval()
+
+
+class Bigram(Seq2Seq):
+    """A decoder whose next token depends on the previous one alone, from a table small enough to search by hand:
+    after bos a 0.6, b 0.3, eos 0.1; after a eos 0.5, b 0.4, a 0.1; after b eos 0.9, a and b 0.05. It attends to
+    every source piece alike."""
+    A, B = 4, 5
+    TABLE = {BOS: {A: 0.6, B: 0.3, EOS: 0.1}, A: {EOS: 0.5, B: 0.4, A: 0.1}, B: {EOS: 0.9, A: 0.05, B: 0.05}}
+
+    def __init__(self):
+        super().__init__()
+        log_probs = torch.full((V, V), float("-inf"))  # (previous token, next token)
+        for previous, row in self.TABLE.items():
+            for token, p in row.items():
+                log_probs[previous, token] = math.log(p)
+        self.log_probs = torch.nn.Parameter(log_probs, requires_grad=False)  # a parameter: decoders find the device
+
+    def encode(self, src, src_mask):
+        return src
+
+    def init_state(self, memory, src_mask):
+        return DecoderState({"mask": src_mask})
+
+    def decode_step(self, state, y_prev):
+        mask = state.tensors["mask"].float()  # (B, S)
+        attention = mask / mask.sum(1, keepdim=True)
+        return self.log_probs[y_prev].clone(), DecoderState(state.tensors, state.step + 1, attention)  # (B, V)

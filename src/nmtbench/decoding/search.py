@@ -70,6 +70,13 @@ class Hypothesis:
     ended: bool  # False: stopped by the length budget before eos
 
 
+@dataclass
+class BeamStep:
+    """One step of one sentence's beam search, as beam_search's trace records it."""
+    live: list[tuple[list[int], float]]  # the beams that go on, best first: tokens, summed log-probability
+    ended: list[Hypothesis]  # those that ended at this step: eos chosen (best candidate first), or the budget reached
+
+
 def _banned_ngram_tokens(history: list[int], n: int) -> set[int]:
     """Tokens that would repeat an n-gram already in history (history without bos)."""
     if len(history) < n - 1 or n < 1:
@@ -88,7 +95,8 @@ def _settled(ended: list[Hypothesis], beam: int, nbest: int, best_possible: floa
 @torch.no_grad()
 def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, bos: int, eos: int,
                 max_len: torch.Tensor, beam: int = 5, nbest: int = 1, alpha: float = 1.0,
-                penalty: str = "gnmt", min_len: int = 0, no_repeat_ngram: int = 0) -> list[list[Hypothesis]]:
+                penalty: str = "gnmt", min_len: int = 0, no_repeat_ngram: int = 0,
+                trace: list[list[BeamStep]] | None = None) -> list[list[Hypothesis]]:
     """Batched beam search; returns the nbest hypotheses of each sentence, best first.
 
     Each step extends every live beam by every token and keeps, per sentence, the 2K best candidates:
@@ -99,6 +107,10 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, bos: 
     only fall as a hypothesis grows and the penalty is largest at the length budget, so a live beam can
     score at most its log-probability over the penalty at that budget. That exit skips work without
     changing the result. With K = 1 this is greedy decoding exactly.
+
+    Given a list of B empty lists, `trace` receives each sentence's BeamStep of every step it searched: a decoding
+    step's live beams and the hypotheses that chose eos there, and, where the length budget stops it, a last step
+    with no live beam whose ended hypotheses are the beams it stopped. Without it nothing else is done.
     """
     if nbest > beam:
         raise ValueError(f"nbest ({nbest}) cannot exceed the beam size ({beam})")
@@ -121,11 +133,11 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, bos: 
     while sentence.numel():
         out_of_budget = max_len[sentence] <= step
         for i in out_of_budget.nonzero().squeeze(1).tolist():
-            for k in range(K):
-                if scores[i, k] > float("-inf"):
-                    lp = float(scores[i, k])
-                    ended[sentence[i]].append(Hypothesis(tokens[i * K + k, 1:].tolist(), lp,
-                                                         lp / length_penalty(penalty, alpha, max(step, 1)), False))
+            stopped = [Hypothesis(history, lp, lp / length_penalty(penalty, alpha, max(step, 1)), False)
+                       for history, lp in _live(tokens, scores, i, K)]
+            ended[sentence[i]] += stopped
+            if trace is not None:
+                trace[sentence[i]].append(BeamStep([], stopped))
         if out_of_budget.any():
             keep_sentences(~out_of_budget)
             if not sentence.numel():
@@ -144,15 +156,21 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, bos: 
         from_beam, token = top // V, top % V
         is_eos = token == eos
         ends = is_eos & (torch.arange(top.size(1), device=device) < K) & (top_scores > float("-inf"))
+        this_step: dict[int, list[Hypothesis]] = {}  # sentence row -> what ended at this step
         for i, j in ends.nonzero().tolist():
             lp = float(top_scores[i, j])
             history = tokens[i * K + from_beam[i, j], 1:].tolist()
             score = lp / length_penalty(penalty, alpha, len(history) + 1)
-            ended[sentence[i]].append(Hypothesis(history, lp, score, True))
+            hypothesis = Hypothesis(history, lp, score, True)
+            ended[sentence[i]].append(hypothesis)
+            this_step.setdefault(i, []).append(hypothesis)
         scores, pick = top_scores.masked_fill(is_eos, float("-inf")).topk(K, dim=1)  # the K best that go on
         rows = (torch.arange(n, device=device)[:, None] * K + from_beam.gather(1, pick)).view(-1)
         tokens = torch.cat([tokens[rows], token.gather(1, pick).view(-1, 1)], dim=1)
         state = state.reorder(rows)
+        if trace is not None:
+            for i, s in enumerate(sentence.tolist()):
+                trace[s].append(BeamStep(_live(tokens, scores, i, K), this_step.get(i, [])))
         step += 1
         best_possible = scores.max(1).values / ceiling[sentence]  # (n,) the most a live beam can still score
         complete = torch.tensor([_settled(ended[s], K, nbest, bound)
@@ -160,3 +178,9 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, bos: 
         if complete.any():
             keep_sentences(~complete)
     return [sorted(hyps, key=lambda h: h.score, reverse=True)[:nbest] for hyps in ended]
+
+
+def _live(tokens: torch.Tensor, scores: torch.Tensor, i: int, K: int) -> list[tuple[list[int], float]]:
+    """Sentence row i's live beams, best first: (tokens without bos, summed log-probability); an empty beam slot
+    (-inf, before the beam has filled) is left out."""
+    return [(tokens[i * K + k, 1:].tolist(), float(scores[i, k])) for k in range(K) if scores[i, k] > float("-inf")]
