@@ -400,3 +400,12 @@ def test_52_a_profile_that_changes_a_hybrid_halfs_family_is_told_to_replace_the_
         "models.hybrid_transformer_lstm.decoder: profile.yaml makes it a cnn, params.yaml a rnn; rename the model in "
         "one file, or replace the grid in profile.yaml with `replace: [models]`")
     assert not Path("ws").exists()
+
+
+def test_52_launch_outside_a_project_says_where_to_run(tmp_path, capsys, monkeypatch):
+    """DVC's own line, "you are not inside of a DVC repository", named no fix."""
+    monkeypatch.chdir(tmp_path)
+    assert refused(capsys, "launch") == (
+        f"{tmp_path}: no dvc.yaml here; run nmtbench launch in the project's folder or in a workspace "
+        "(nmtbench workspace runs/mine --profile profiles/smoke.yaml)")
+    assert list(tmp_path.iterdir()) == []

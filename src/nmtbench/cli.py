@@ -194,6 +194,9 @@ def _launch(args):
 
     if args.jobs is not None and args.jobs < 1:
         raise ConfigError(f"--jobs: must be at least 1, got {args.jobs}")
+    if not Path("dvc.yaml").is_file():  # DVC's own line ("not inside of a DVC repository") names no fix
+        raise ConfigError(f"{Path.cwd()}: no dvc.yaml here; run nmtbench launch in the project's folder or in a "
+                          "workspace (nmtbench workspace runs/mine --profile profiles/smoke.yaml)")
     params = load_params(args.params) if Path(args.params).is_file() else None
     cfg = params.launch if params else LaunchConfig()
     overrides = {key: value for key, value in (("jobs", args.jobs), ("executor", args.executor)) if value is not None}
