@@ -8,7 +8,7 @@ import yaml
 
 from helpers.project import ROOT
 from nmtbench.cli import build_parser, main
-from nmtbench.config import merge
+from nmtbench.profiles import merge
 
 
 def undocumented(parser: argparse.ArgumentParser, path: str = "nmtbench") -> list[str]:

@@ -1,9 +1,10 @@
 import pytest
 import yaml
 
-from nmtbench.config import ConfigError, apply_profile, load_params, merge, parse_params, read_yaml
+from nmtbench.config import ConfigError, load_params, parse_params
 from nmtbench.models.registry import build_model, model_config
 from nmtbench.models.vocabulary import Vocab
+from nmtbench.profiles import apply_profile, merge
 
 
 def raw():
@@ -138,35 +139,9 @@ def test_unknown_model_lists_the_defined_ones():
         load_params("params.yaml").model_block("gpt")
 
 
-def test_merge_is_deep_and_leaves_its_inputs_alone():
-    base = {"a": {"b": 1, "c": 2}, "d": [1]}
-    assert merge(base, {"a": {"c": 3}, "d": [2]}) == {"a": {"b": 1, "c": 3}, "d": [2]}
-    assert base == {"a": {"b": 1, "c": 2}, "d": [1]}
-
-
 def test_missing_params_file_says_where_to_run(tmp_path):
     with pytest.raises(ConfigError, match="no such params file"):
         load_params(tmp_path / "params.yaml")
-
-
-@pytest.mark.parametrize("text, message", [
-    ("train:\n  lr: 0.1\n  max_steps: 5\n  lr: 0.2\n", "duplicate key 'lr' under train (lines 2 and 4)"),
-    ("models:\n  a:\n    family: rnn\n  a:\n    family: cnn\n", "duplicate key 'a' under models (lines 2 and 4)"),
-    ("seeds: [1]\nseeds: [2]\n", "duplicate key 'seeds' at the top level (lines 1 and 2)"),
-    ("train: {lr: 0.1, lr: 0.2}\n", "duplicate key 'lr' under train (line 1, twice)"),
-    ("space:\n- {low: 1}\n- {low: 1,\n   low: 2}\n", "duplicate key 'low' under space[1] (lines 3 and 4)"),
-])
-def test_a_key_given_twice_is_refused_with_both_lines(tmp_path, text, message):
-    """PyYAML kept the last silently; DVC, reading params.yaml with ruamel.yaml, refused it in many lines."""
-    (tmp_path / "params.yaml").write_text(text)
-    with pytest.raises(ConfigError) as error:
-        read_yaml(tmp_path / "params.yaml")
-    assert str(error.value) == f"{tmp_path / 'params.yaml'}: {message}; keep one"
-
-
-def test_a_merge_key_and_the_keys_beside_it_are_no_duplicates(tmp_path):
-    (tmp_path / "p.yaml").write_text("base: &base {lr: 0.1}\ntrain:\n  <<: *base\n  lr: 0.2\n")
-    assert read_yaml(tmp_path / "p.yaml") == {"base": {"lr": 0.1}, "train": {"lr": 0.2}}
 
 
 @pytest.mark.parametrize("profile", ["smoke", "gpu", "own_corpus"])
@@ -193,14 +168,6 @@ def test_recipes_bring_their_corpus_and_replace_the_grid(profile, source, pair, 
     assert (params.compare.baseline, params.beam_sweep.model) == ("transformer", "transformer")
     for name, block in params.models.items():
         model_config(name, block)
-
-
-def test_apply_profile_replaces_only_the_named_blocks():
-    base = {"models": {"a": {"x": 1}}, "train": {"lr": 1, "steps": 2}}
-    assert apply_profile(base, {"replace": ["models"], "models": {"b": {}}, "train": {"lr": 3}}) == {
-        "models": {"b": {}}, "train": {"lr": 3, "steps": 2}}
-    with pytest.raises(ConfigError, match=r"^replace: expected a list of params blocks .* got \['modles'\]"):
-        apply_profile(base, {"replace": ["modles"]})
 
 
 def test_the_converged_profile_is_the_grid_regularised_and_stopped_on_val_bleu():
@@ -239,57 +206,6 @@ def test_the_peer_rnn_untied_as_joeynmt_has_its_parameters_but_the_bridge():
     joeynmt = {**block, "tie_embeddings": "source_target", "attentional_dim": 512}
     assert build_model("m", block, Vocab.of(8000)).num_parameters() == 9_667_328
     assert build_model("m", joeynmt, Vocab.of(8000)).num_parameters() == 14_812_672 - (512 * 512 + 512)
-
-
-def test_profiles_apply_in_order_a_later_one_winning():
-    base = {"data": {"source": {"kind": "multi30k"}, "max_train_pairs": None, "max_length": 80},
-            "models": {"a": {"x": 1}, "b": {"x": 1}}}
-    corpus = {"data": {"source": {"kind": "files", "path": "/c"}, "max_train_pairs": None},
-              "replace": ["models"], "models": {"a": {"x": 2}}}
-    smoke = {"data": {"max_train_pairs": 400}, "models": {"a": {"x": 3}}}
-    assert apply_profile(base, corpus, smoke) == {
-        "data": {"source": {"kind": "files", "path": "/c"}, "max_train_pairs": 400, "max_length": 80},
-        "models": {"a": {"x": 3}}}
-    assert apply_profile(base, smoke, corpus) == {
-        "data": {"source": {"kind": "files", "path": "/c"}, "max_train_pairs": None, "max_length": 80},
-        "models": {"a": {"x": 2}}}
-    assert apply_profile(base) == base
-
-
-def test_a_size_for_a_model_the_grid_no_longer_has_is_left_out_and_a_second_family_is_refused():
-    base = {"models": {"a": {"family": "rnn", "x": 1}}}
-    recipe = {"replace": ["models"], "models": {"b": {"family": "transformer", "x": 2}}}
-    sizes = {"models": {"a": {"x": 3}, "b": {"x": 4}}}  # smoke.yaml's way: a size for each model of any recipe
-    assert apply_profile(base, recipe, sizes) == {"models": {"b": {"family": "transformer", "x": 4}}}
-    assert apply_profile(base, sizes) == {"models": {"a": {"family": "rnn", "x": 3}}}
-    assert apply_profile(base, {"models": {"a": {"family": "rnn", "x": 5}}}) == {"models": {"a": {"family": "rnn",
-                                                                                                  "x": 5}}}
-    names = ["params.yaml", "one.yaml", "two.yaml"]
-    with pytest.raises(ConfigError, match=r"^models\.b: two\.yaml makes it a rnn, one\.yaml a transformer; rename "
-                                          r"the model in one file, or replace the grid in two\.yaml with "
-                                          r"`replace: \[models\]`$"):
-        apply_profile(base, recipe, {"models": {"b": {"family": "rnn", "x": 4}}}, names=names)
-    with pytest.raises(ConfigError, match=r"^models\.a: one\.yaml makes it a cnn, params\.yaml a rnn;"):
-        apply_profile(base, {"models": {"a": {"family": "cnn"}}}, names=names[:2])
-
-
-def test_a_profile_that_gives_a_hybrids_half_another_family_is_refused_as_a_second_family():
-    """Merged, the new family's half was refused the keys of the old one that params.yaml set (cell, attention)."""
-    base = {"models": {"h": {"family": "hybrid", "encoder": {"family": "transformer", "layers": 3},
-                             "decoder": {"family": "rnn", "cell": "lstm"}}}}
-    names = ["params.yaml", "one.yaml", "two.yaml"]
-    with pytest.raises(ConfigError) as error:
-        apply_profile(base, {"models": {"h": {"decoder": {"family": "cnn", "kernel": 3}}}}, names=names[:2])
-    assert str(error.value) == ("models.h.decoder: one.yaml makes it a cnn, params.yaml a rnn; rename the model in "
-                                "one file, or replace the grid in one.yaml with `replace: [models]`")
-    recipe = {"replace": ["models"], "models": {"h": {"family": "hybrid", "encoder": {"family": "cnn"},
-                                                      "decoder": {"family": "rnn"}}}}
-    with pytest.raises(ConfigError, match=r"^models\.h\.encoder: two\.yaml makes it a transformer, one\.yaml a cnn;"):
-        apply_profile(base, recipe, {"models": {"h": {"encoder": {"family": "transformer"}}}}, names=names)
-    sizes = {"models": {"h": {"encoder": {"layers": 1}, "decoder": {"family": "rnn", "layers": 1}}}}  # same families
-    assert apply_profile(base, sizes)["models"]["h"] == {"family": "hybrid", "encoder": {"family": "transformer",
-                                                                                        "layers": 1},
-                                                         "decoder": {"family": "rnn", "cell": "lstm", "layers": 1}}
 
 
 def test_a_model_blocks_own_train_recipe_overrides_the_shared_train_block_for_that_model_only():

@@ -24,6 +24,7 @@ from nmtbench.launch.converge import (
     ASSUMED_EPOCHS,
     curves_table,
     export_finished,
+    plot_curves,
     progress,
     seconds_left,
     stage_order,
@@ -52,7 +53,7 @@ def write_run(root: Path, model: str, train: dict | None = None, curve: list[tup
         (folder / "train.json").write_text(json.dumps(train))
     if curve:
         lines = ["step,epoch,wall_seconds,target_tokens,train_flops,train_loss,val_loss,val_ppl,val_bleu"]
-        lines += [f"{step},{epoch},{wall},0,0,1.0,1.0,2.7,{bleu}" for step, epoch, wall, bleu in curve]
+        lines += [f"{step},{epoch},{wall},0,{step * 10**9},1.0,1.0,2.7,{bleu}" for step, epoch, wall, bleu in curve]
         (folder / "learning_curve.csv").write_text("\n".join(lines) + "\n")
     if evaluated:
         (folder / "eval.json").write_text("{}")
@@ -111,6 +112,19 @@ def test_every_runs_curve_so_far_is_one_markdown_table(tmp_path):
     assert curves_table(params, tmp_path).splitlines()[2:] == [
         "| done | 1 | 2 | 11.00 (2) | 10.5, 11.0 |", "| half | 1 | 1 | 3.25 (1) | 3.25 |",
         "| kin | 1 | 0 | - | not started |"]
+
+
+def test_every_runs_curve_so_far_is_drawn_against_flops_with_the_families_swap(tmp_path):
+    params = grid({"lstm": RNN, "tf": TRANSFORMER, "kin": TRANSFORMER})
+    write_run(tmp_path, "lstm", curve=[(5, 1.0, 5.0, 10.0), (10, 2.0, 10.0, 11.0)])  # step s: s x 1e9 FLOPs
+    write_run(tmp_path, "tf", curve=[(5, 1.0, 5.0, 8.0), (10, 2.0, 10.0, 14.0)])
+    said = plot_curves(params, tmp_path / "curves.png", tmp_path)
+    assert said == ("**The ranking flips at 1e+10 training FLOPs**: rnn leads at some validation before it, "
+                    "transformer at every validation from there on (best val BLEU within 1e+10 FLOPs: "
+                    "transformer 14.00, rnn 11.00).")
+    assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="no run has validated yet"):
+        plot_curves(grid({"kin": TRANSFORMER}), tmp_path / "none.png", tmp_path)
 
 
 def test_the_evaluated_runs_small_outputs_are_exported_to_be_committed(tmp_path):

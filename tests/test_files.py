@@ -5,7 +5,8 @@ import sys
 
 import pytest
 
-from nmtbench.files import atomic_dir, write_json
+from nmtbench.blocks import ConfigError
+from nmtbench.files import atomic_dir, read_yaml, write_json
 
 
 def test_write_json_replaces_atomically(tmp_path, monkeypatch):
@@ -48,3 +49,23 @@ def test_a_writer_removes_what_killed_writers_left_and_nothing_else(tmp_path):
         (tmp / "a.txt").write_text("new")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["m.json", "prepared", f".m.json.{os.getpid()}.def.tmp", ".m.json.notapid.tmp"])
+
+
+@pytest.mark.parametrize("text, message", [
+    ("train:\n  lr: 0.1\n  max_steps: 5\n  lr: 0.2\n", "duplicate key 'lr' under train (lines 2 and 4)"),
+    ("models:\n  a:\n    family: rnn\n  a:\n    family: cnn\n", "duplicate key 'a' under models (lines 2 and 4)"),
+    ("seeds: [1]\nseeds: [2]\n", "duplicate key 'seeds' at the top level (lines 1 and 2)"),
+    ("train: {lr: 0.1, lr: 0.2}\n", "duplicate key 'lr' under train (line 1, twice)"),
+    ("space:\n- {low: 1}\n- {low: 1,\n   low: 2}\n", "duplicate key 'low' under space[1] (lines 3 and 4)"),
+])
+def test_a_key_given_twice_is_refused_with_both_lines(tmp_path, text, message):
+    """PyYAML kept the last silently; DVC, reading params.yaml with ruamel.yaml, refused it in many lines."""
+    (tmp_path / "params.yaml").write_text(text)
+    with pytest.raises(ConfigError) as error:
+        read_yaml(tmp_path / "params.yaml")
+    assert str(error.value) == f"{tmp_path / 'params.yaml'}: {message}; keep one"
+
+
+def test_a_merge_key_and_the_keys_beside_it_are_no_duplicates(tmp_path):
+    (tmp_path / "p.yaml").write_text("base: &base {lr: 0.1}\ntrain:\n  <<: *base\n  lr: 0.2\n")
+    assert read_yaml(tmp_path / "p.yaml") == {"base": {"lr": 0.1}, "train": {"lr": 0.2}}

@@ -1,9 +1,9 @@
 from pathlib import Path
 
 from helpers.tracking import quiet_offline_env
+from helpers.wandb_offline import read_offline_run, read_table
 from nmtbench.config import WandbConfig
 from nmtbench.evaluation.headline import bleu_metrics, log_experiment, table
-from nmtbench.tracking import read_offline_run, read_table
 
 KEYS = ("bleu", "bleu_lc", "chrf")
 SCORES = {"rnn": (8.99, 9.51, 30.12), "transformer": (25.5, 26.02, 52.0)}

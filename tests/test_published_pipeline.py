@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from helpers.project import ROOT, pipeline_workspace
-from nmtbench.config import merge
 from nmtbench.data.preprocess import moses_lowercase
+from nmtbench.profiles import merge
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 # at tiny sizes, and each recipe stopped after its own number of updates, which train.json must show

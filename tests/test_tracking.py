@@ -6,14 +6,13 @@ import pytest
 import wandb
 
 from helpers.tracking import quiet_offline_env
+from helpers.wandb_offline import read_offline_run, read_table
 from nmtbench.config import WandbConfig
 from nmtbench.tracking import (
     experiment_group,
     finish_run,
     log_tables,
     make_wandb_logger,
-    read_offline_run,
-    read_table,
     run_tags,
     start_run,
 )

@@ -24,6 +24,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from helpers.data import tiny_files
 from helpers.project import scores as without_timings
 from helpers.project import write_tiny_project
+from helpers.wandb_offline import read_offline_run, read_table
 from nmtbench.cli import main
 from nmtbench.config import ConfigError, DataConfig, ReportConfig, TokenizeConfig, load_params, parse_params
 from nmtbench.data.batching import TokenBatchSampler
@@ -35,7 +36,6 @@ from nmtbench.evaluation.beam_sweep import beam_sweep
 from nmtbench.evaluation.evaluate import evaluate, one_line
 from nmtbench.evaluation.scoring import score
 from nmtbench.loading import CheckpointError, Run, load_model
-from nmtbench.tracking import read_offline_run, read_table
 from nmtbench.training.curves import CURVE_COLUMNS, GREEDY
 from nmtbench.training.module import TranslationModule
 from nmtbench.training.train import train

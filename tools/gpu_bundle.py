@@ -33,7 +33,8 @@ from pathlib import Path
 import tomllib
 import yaml
 
-from nmtbench.config import apply_profile, read_yaml
+from nmtbench.files import read_yaml
+from nmtbench.profiles import apply_profile
 from nmtbench.provenance import code_text, git_state
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,10 +46,11 @@ CARRIED = ("pydantic", "sacremoses", "datasets", "optuna")
 # with the dependencies the machine lacks): the folder, the working tree and all travel in 64 MiB
 LEFT_OUT = {
     "dvc": "18.4 MiB; needs antlr4-python3-runtime 4.9, which PyPI has only as source, and git: the stages' "
-           "commands run directly, writing the files dvc repro writes",
+           "commands run directly (nmtbench launch --without-dvc), writing the files dvc repro writes",
     "wandb": "23.2 MiB: runs log with W&B disabled (WANDB_MODE=disabled)",
     "wandb-workspaces": "W&B reports (nmtbench dashboard), not run there",
-    "submitit": "nmtbench launch's executor, which needs dvc: trainings run as concurrent processes instead",
+    "submitit": "nmtbench launch's local and SLURM executors: without it the launcher runs the stages as processes "
+                "of its own (launch.executor: process)",
     "psycopg": "PostgreSQL studies of nmtbench tune, not run there",
 }
 # corpora besides the default one: name -> the profile whose data and tokenize blocks make it

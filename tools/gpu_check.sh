@@ -46,8 +46,10 @@ if [ "$CPU" = 1 ]; then
   PROBE_TRAIN_SECONDS=10
   # starting tune@ and train@ took up to 90 s on two shared cores, evaluating 70 s; the grid is one model of each
   # family, 2 at once, so the rehearsal runs the packing
-  CPU_PROFILE=(--profile profiles/gpu_rehearsal.yaml --tiny-models profiles/smoke.yaml --startup-seconds 120)
-  EVALUATE_ALLOWANCE=(--evaluate-seconds 120)
+  # (a CPU shared with other work needs more: GPU_STARTUP_SECONDS and GPU_EVALUATE_SECONDS set them)
+  CPU_PROFILE=(--profile profiles/gpu_rehearsal.yaml --tiny-models profiles/smoke.yaml
+               --startup-seconds "${GPU_STARTUP_SECONDS:-120}")
+  EVALUATE_ALLOWANCE=(--evaluate-seconds "${GPU_EVALUATE_SECONDS:-120}")
   GRID_JOBS=${GPU_GRID_JOBS:-2}
   GPU_GRID_MODELS=${GPU_GRID_MODELS:-transformer lstm_attention_general cnn decoder_only}
 else
@@ -210,19 +212,19 @@ part_tests() {
 part_grid() {
   local models=()  # default: every model of params.yaml
   [ -n "${GPU_GRID_MODELS:-}" ] && models=(--models $GPU_GRID_MODELS)
-  "$PY" tools/gpu_runs.py grid "$WORK/grid" --profile profiles/gpu.yaml --profile profiles/gpu_converge.yaml \
+  "$PY" -m nmtbench timed-grid "$WORK/grid" --profile profiles/gpu.yaml --profile profiles/gpu_converge.yaml \
     "${CPU_PROFILE[@]}" "${EVALUATE_ALLOWANCE[@]}" --tokenized "$TOKENIZED" --seconds "$(($1 - 10))" \
     --jobs "$GRID_JOBS" "${models[@]}"
 }
 
 part_published() {
-  "$PY" tools/gpu_runs.py grid "$WORK/published" --profile profiles/gpu.yaml --profile profiles/published.yaml \
+  "$PY" -m nmtbench timed-grid "$WORK/published" --profile profiles/gpu.yaml --profile profiles/published.yaml \
     --profile profiles/gpu_published.yaml "${CPU_PROFILE[@]}" "${EVALUATE_ALLOWANCE[@]}" \
     --tokenized "$BUNDLE/corpora/published/tokenized" --seconds "$(($1 - 10))"
 }
 
 part_probe() {  # its chosen_jobs is the GPU_GRID_JOBS to give a later grid
-  "$PY" tools/gpu_runs.py probe "$WORK/probe" --profile profiles/gpu.yaml --profile profiles/gpu_converge.yaml \
+  "$PY" -m nmtbench probe-jobs "$WORK/probe" --profile profiles/gpu.yaml --profile profiles/gpu_converge.yaml \
     "${CPU_PROFILE[@]}" --tokenized "$TOKENIZED" --levels $PROBE_LEVELS --train-seconds "$PROBE_TRAIN_SECONDS"
 }
 
@@ -253,7 +255,7 @@ for part in "${PARTS[@]}"; do
   # the lines that matter: versions, commit, GPU and set-up times, the tests' count and failures, each run's
   # scores and any stage that failed
   grep -E "^(versions|carried|nmtbench code|GPU|CPU rehearsal|setup|tests|compare and report)|passed|failed|FAILED|ERROR|\
-skipped|error|Timeout|jobs per GPU|at once|[0-9]: .*\|" "$WORK/$part/part.log" | grep -v "^  done" | tail -n 25 \
+skipped|error|Timeout|jobs per GPU|at once|[0-9]: .*\|" "$WORK/$part/part.log" | grep -v "^\[[0-9]*m[0-9]*s\] " | tail -n 25 \
     | sed 's/^/    /' >>"$SUMMARY"
   pack "$part"
   if [ "$part" = setup ] && [ "$status" != 0 ]; then

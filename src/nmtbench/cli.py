@@ -188,22 +188,20 @@ def _check(args):
 
 
 def _launch(args):
-    from dvc.exceptions import DvcException
-
     from nmtbench.launch import launch
 
     if args.jobs is not None and args.jobs < 1:
         raise ConfigError(f"--jobs: must be at least 1, got {args.jobs}")
+    if args.time_limit is not None and args.time_limit <= 0:
+        raise ConfigError(f"--time-limit: must be a positive number of seconds, got {args.time_limit:g}")
     if not Path("dvc.yaml").is_file():  # DVC's own line ("not inside of a DVC repository") names no fix
         raise ConfigError(f"{Path.cwd()}: no dvc.yaml here; run nmtbench launch in the project's folder or in a "
                           "workspace (nmtbench workspace runs/mine --profile profiles/smoke.yaml)")
     params = load_params(args.params) if Path(args.params).is_file() else None
     cfg = params.launch if params else LaunchConfig()
     overrides = {key: value for key, value in (("jobs", args.jobs), ("executor", args.executor)) if value is not None}
-    try:
-        return launch(cfg.model_copy(update=overrides), targets=args.stages, train=params and params.train)
-    except DvcException as error:  # DVC's own words name the problem (a bad dvc.yaml, a locked repository)
-        raise ConfigError(f"dvc: {error}") from None
+    return launch(cfg.model_copy(update=overrides), targets=args.stages, train=params and params.train,
+                  without_dvc=args.without_dvc, single_item=args.single_item, time_limit=args.time_limit)
 
 
 def _converge(args):
@@ -212,11 +210,36 @@ def _converge(args):
     if args.jobs is not None and args.jobs < 1:
         raise ConfigError(f"--jobs: must be at least 1, got {args.jobs}")
     return converge(load_params(args.params), args.jobs, args.models, status_only=args.status, curves=args.curves,
-                    export=args.export)
+                    export=args.export, plot=args.plot)
+
+
+def _timed_grid(args):
+    from nmtbench.launch.timed import EVALUATE_SECONDS, STARTUP_SECONDS, setting, timed_grid
+
+    return timed_grid(Path(args.params).parent, args.folder, args.profile, [setting(text) for text in args.set],
+                      args.tokenized, args.seconds, args.jobs, args.models, args.tiny_models,
+                      args.startup_seconds or STARTUP_SECONDS, args.evaluate_seconds or EVALUATE_SECONDS,
+                      compare=not args.no_compare)
+
+
+def _probe_jobs(args):
+    from nmtbench.launch.timed import STARTUP_SECONDS, probe_jobs, setting
+
+    return probe_jobs(Path(args.params).parent, args.folder, args.profile, [setting(text) for text in args.set],
+                      args.tokenized, args.levels, args.train_seconds, args.model, args.tiny_models,
+                      args.startup_seconds or STARTUP_SECONDS)
+
+
+def _gpu_report(args):
+    from nmtbench.evaluation.gpu_page import write_gpu_page
+
+    page, plot = write_gpu_page(args.folders, args.kind, args.date, force=args.force,
+                                project=Path(args.params).parent)
+    print(f"wrote {page}" + (f" and {plot.name}" if plot else ""))
 
 
 def _workspace(args):
-    from nmtbench.workspace import make_workspace
+    from nmtbench.profiles import make_workspace
 
     print(make_workspace(Path(args.params).parent, Path(args.target), [Path(name) for name in args.profile],
                          force=args.force))
@@ -278,7 +301,14 @@ def build_parser() -> argparse.ArgumentParser:
                      "says how (docs/scaling.md)")
     launch.add_argument("stages", nargs="*", help="only these stages and what they need (default: every stage)")
     launch.add_argument("--jobs", type=int, help="stages at once (default: launch.jobs)")
-    launch.add_argument("--executor", choices=("auto", "local", "slurm"), help="default: launch.executor")
+    launch.add_argument("--executor", choices=("auto", "local", "slurm", "process"), help="default: launch.executor")
+    launch.add_argument("--single-item", action="store_true",
+                        help="the named stages alone, not what they wait for (as dvc repro --single-item)")
+    launch.add_argument("--without-dvc", action="store_true",
+                        help="on a machine without dvc: dvc.yaml's commands run directly, a stage when one of its "
+                        "outputs is missing or what it waits for ran; nothing recorded (docs/scaling.md)")
+    launch.add_argument("--time-limit", type=float, metavar="SECONDS",
+                        help="cancel the running jobs and start no more after this long; what finished stays")
     converge = command("converge", _converge, "train every run to its own stopping and evaluate it, N at once: says "
                        "what is left and how long it should take, then starts what has not finished and resumes "
                        "what was interrupted (docs/training.md)")
@@ -290,6 +320,44 @@ def build_parser() -> argparse.ArgumentParser:
     converge.add_argument("--export", type=Path, metavar="FOLDER",
                           help="only copy every evaluated run's train.json, learning curve, eval.json and test "
                           "translations to FOLDER/<model>/seed<seed>/, to commit them")
+    converge.add_argument("--plot", type=Path, metavar="PNG",
+                          help="only draw every run's val BLEU against training FLOPs so far, the families' swap "
+                          "marked, into PNG (make converge PLOT=<png>)")
+    timed = command("timed-grid", _timed_grid, "every run of params.yaml + profiles trained, evaluated and compared "
+                    "within a fixed wall time, N at once, on a machine with or without dvc (docs/gpu.md)")
+    probe = command("probe-jobs", _probe_jobs, "how many trainings at once move the most target tokens through this "
+                    "machine: 1, 4, 8 ... trainings of one model for a few seconds each (docs/gpu.md)")
+    for found in (timed, probe):
+        found.add_argument("folder", type=Path, help="the workspace to write (created when missing)")
+        found.add_argument("--profile", type=Path, action="append", default=[], help="merged in order")
+        found.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                           help="a dotted key and a YAML value, after the profiles, e.g. train.lr=0.005")
+        found.add_argument("--tokenized", type=Path, required=True,
+                           help="a tokenized corpus (a project's data/tokenized) to train on")
+        found.add_argument("--tiny-models", type=Path,
+                           help="a profile whose models block shrinks the models (profiles/smoke.yaml: a rehearsal)")
+        found.add_argument("--startup-seconds", type=float,
+                           help="a run's allowance to start tune@ and train@ (default: a 16-core GPU machine's, 25)")
+    timed.add_argument("--seconds", type=float, required=True, help="the whole run's wall time")
+    timed.add_argument("--models", nargs="*", help="only these models of the merged params (default: all)")
+    timed.add_argument("--jobs", type=int, help="trainings at once (default: every run at once; probe-jobs measures "
+                       "one)")
+    timed.add_argument("--evaluate-seconds", type=float,
+                       help="a run's allowance for evaluate@ (default: a 16-core GPU machine's, 35)")
+    timed.add_argument("--no-compare", action="store_true", help="train and evaluate only")
+    probe.add_argument("--levels", type=int, nargs="+", default=[1, 4, 8],
+                       help="the numbers of trainings at once to measure (default: 1 4 8)")
+    probe.add_argument("--train-seconds", type=int, default=20, help="each level's training time (default: 20)")
+    probe.add_argument("--model", default="transformer", help="the model trained at every level (default: "
+                       "transformer)")
+    gpu_report = command("gpu-report", _gpu_report, "the results page of a GPU run, written from the folders its "
+                         "calls returned, into docs/results (docs/gpu.md)")
+    gpu_report.add_argument("folders", type=Path, nargs="+", metavar="folder",
+                            help="what each call's $OUT returned, in call order")
+    gpu_report.add_argument("--kind", required=True, help="the GPU's kind in the page's name: h100, h200")
+    gpu_report.add_argument("--date", help="the page's date, YYYY-MM-DD (default: the first call's, from its "
+                            "summary.txt)")
+    gpu_report.add_argument("--force", action="store_true", help="rewrite a page of the same name")
     workspace = command("workspace", _workspace, "a separate DVC workspace running params.yaml + profiles")
     workspace.add_argument("target", help="folder to create or refresh")
     workspace.add_argument("--profile", required=True, action="append",

@@ -1,18 +1,18 @@
-"""Typed views of params.yaml: one Block per stage's block, the checks across blocks, and the YAML and profile I/O.
+"""Typed views of params.yaml: one Block per stage's block, and the checks across blocks. Reading the file is
+nmtbench.files' (read_yaml), merging profiles onto it nmtbench.profiles'.
 
 Every block is a nmtbench.blocks.Block, validated with one-line errors that name the key and the fix; the model
 families' configs (nmtbench.models) are Blocks too, and the registry validates each models.<name> block.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-import yaml
 from pydantic import Field, field_validator, model_validator
 
 from nmtbench.blocks import Block, ConfigError, choice, distinct, from_dict, holds
+from nmtbench.files import read_yaml
 from nmtbench.multi30k import MULTI30K_LANGUAGES, MULTI30K_SPLITS, file_name, load_checksums
 
 
@@ -382,7 +382,9 @@ class LaunchConfig(Block):
     """How `nmtbench launch` runs the stages DVC finds out of date: where, how many at once, with which devices.
     No stage reads it, so changing it reruns nothing."""
     where: ClassVar[str] = "launch"
-    executor: Literal["auto", "local", "slurm"] = "auto"  # auto: slurm where sbatch is on PATH, else local
+    # auto: slurm where sbatch is on PATH, else local (submitit's local executor), else process (the launcher's
+    # own processes, where submitit is not installed)
+    executor: Literal["auto", "local", "slurm", "process"] = "auto"
     jobs: int = Field(2, gt=0)  # stages running at once
     threads_per_job: int | None = Field(None, gt=0)  # None: this machine's cores split between the jobs
     gpus_per_job: int = Field(0, ge=0)
@@ -498,120 +500,3 @@ def parse_params(raw: dict) -> Params:
 
 def load_params(path: str | Path = "params.yaml") -> Params:
     return parse_params(read_yaml(path) or {})
-
-
-def read_yaml(path: str | Path) -> Any:
-    """The YAML document in path; a missing file, a syntax error or a key given twice becomes one line naming the
-    file. A missing file is taken for the params file: every other file read here is checked by its reader first,
-    and `nmtbench workspace` reads the project's params.yaml here, not through load_params."""
-    if not Path(path).is_file():
-        raise ConfigError(f"{path}: no such params file; run from the project root or pass --params")
-    try:
-        return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=UniqueKeyLoader)
-    except DuplicateKey as error:
-        raise ConfigError(f"{path}: {error}; keep one") from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-        raise ConfigError(f"{path}{where}: not valid YAML ({problem}); fix the syntax there") from None
-    except UnicodeDecodeError as error:
-        raise ConfigError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start}); save it as UTF-8") from None
-
-
-class DuplicateKey(Exception):
-    """A mapping of a YAML document that gives one key twice."""
-
-
-class UniqueKeyLoader(yaml.SafeLoader):
-    """The safe loader, refusing a key given twice in one mapping. PyYAML keeps the last silently, so `nmtbench check`
-    passed a params.yaml that DVC, which reads it with ruamel.yaml, then refused in many lines."""
-
-    def construct_document(self, node: yaml.Node) -> Any:
-        refuse_duplicates(node)
-        return super().construct_document(node)
-
-
-def refuse_duplicates(node: yaml.Node, where: str = "") -> None:
-    """Raise DuplicateKey for the first mapping under node (at the dotted key where) that gives a key twice."""
-    if isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            refuse_duplicates(item, f"{where}[{index}]")
-    if not isinstance(node, yaml.MappingNode):
-        return
-    lines = {}  # (tag, text) of each key -> its line
-    for key, value in node.value:
-        if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":  # `<<:` merges, no key
-            first, line = lines.get((key.tag, key.value)), key.start_mark.line + 1
-            if first:
-                under = f"under {where}" if where else "at the top level"
-                at = f"lines {first} and {line}" if first != line else f"line {line}, twice"  # {lr: 1, lr: 2}
-                raise DuplicateKey(f"duplicate key {key.value!r} {under} ({at})")
-            lines[key.tag, key.value] = line
-        refuse_duplicates(value, f"{where}.{key.value}" if where else str(key.value))
-
-
-def merge(base: dict, override: dict) -> dict:
-    """Deep-merge override onto base (dicts merge key by key; any other value replaces)."""
-    merged = dict(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
-def apply_profile(base: dict, *profiles: dict, names: Sequence[str] = ()) -> dict:
-    """params.yaml with the profiles merged on in order, so a later one wins where two set the same key (your
-    corpus, then the smoke sizes). The blocks a profile names in its list `replace` are taken from that profile
-    whole instead of merged: a recipe's own grid of models (models: ...) rather than the defaults plus it.
-    names: the files, params.yaml's first, which a conflict names."""
-    names = list(names) or ["params.yaml", *(f"profile {i}" for i in range(1, len(profiles) + 1))]
-    merged, given_by = base, {}  # given_by: model (or model.encoder, .decoder) -> the file its family came from
-    for name, profile in zip(names[1:], profiles):
-        profile = dict(profile)
-        replaced = profile.pop("replace", [])
-        if not isinstance(replaced, list) or not set(replaced) <= set(merged):
-            raise ConfigError(f"replace: expected a list of params blocks the profile gives whole, e.g. [models], "
-                              f"got {replaced!r}")
-        merged = {key: value for key, value in merged.items() if key not in replaced}
-        if isinstance(profile.get("models"), dict):
-            grid = merged["models"] if isinstance(merged.get("models"), dict) else None  # None: replaced
-            profile["models"] = over_models(grid, profile["models"], given_by, names[0], name)
-        merged = merge(merged, profile)
-    return merged
-
-
-def over_models(models: dict | None, blocks: dict, given_by: dict, first: str, name: str) -> dict:
-    """The model blocks of profile `name` that apply to the models merged so far (None: the profile gives the grid
-    whole). A block without a family sizes a model: one for a model there is none of (a profile before replaced
-    the grid) sizes nothing and is left out, so the smoke sizes go with every recipe. A block that gives a model, or
-    a hybrid's half, another family conflicts with the file that gave the first: merged, the new family would be
-    refused the keys of the old one that the first file set."""
-    if models is None:
-        given_by.update({f"{model}{half}": name for model, block in blocks.items() for half in families(block)})
-        return blocks
-    kept = {}
-    for model, block in blocks.items():
-        named, earlier = families(block), families(models.get(model))
-        if isinstance(block, dict) and "" not in named and model not in models:
-            continue
-        for half, family in named.items():  # the model's own family first, then its halves'
-            key = f"{model}{half}"
-            if earlier.get(half, family) != family:
-                raise ConfigError(f"models.{key}: {name} makes it a {family}, {given_by.get(key, first)} a "
-                                  f"{earlier[half]}; rename the model in one file, or replace the grid in {name} with "
-                                  "`replace: [models]`")
-            given_by[key] = name
-        kept[model] = block
-    return kept
-
-
-def families(block: Any) -> dict[str, str]:
-    """The families a model block names: its own under "", a hybrid's halves' under ".encoder" and ".decoder"."""
-    if not isinstance(block, dict):
-        return {}
-    found = {"": block.get("family"), **{f".{half}": block[half].get("family") for half in ("encoder", "decoder")
-                                        if isinstance(block.get(half), dict)}}
-    return {half: family for half, family in found.items() if family is not None}

@@ -1,4 +1,5 @@
-"""Atomic writers: a reader (DVC, the next stage, a user) sees the old output or the new one, never half."""
+"""Files in and out: atomic writers, so a reader (DVC, the next stage, a user) sees the old output or the new one,
+never half; and the YAML reader that refuses a key given twice."""
 from __future__ import annotations
 
 import contextlib
@@ -10,6 +11,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from nmtbench.blocks import ConfigError
 
@@ -120,3 +123,54 @@ def atomic_dir(final: Path) -> Iterator[Path]:
         shutil.rmtree(old, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def read_yaml(path: str | Path) -> Any:
+    """The YAML document in path; a missing file, a syntax error or a key given twice becomes one line naming the
+    file. A missing file is taken for the params file: every other file read here is checked by its reader first,
+    and `nmtbench workspace` reads the project's params.yaml here, not through load_params."""
+    if not Path(path).is_file():
+        raise ConfigError(f"{path}: no such params file; run from the project root or pass --params")
+    try:
+        return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=UniqueKeyLoader)
+    except DuplicateKey as error:
+        raise ConfigError(f"{path}: {error}; keep one") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ConfigError(f"{path}{where}: not valid YAML ({problem}); fix the syntax there") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start}); save it as UTF-8") from None
+
+
+class DuplicateKey(Exception):
+    """A mapping of a YAML document that gives one key twice."""
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """The safe loader, refusing a key given twice in one mapping. PyYAML keeps the last silently, so `nmtbench check`
+    passed a params.yaml that DVC, which reads it with ruamel.yaml, then refused in many lines."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        refuse_duplicates(node)
+        return super().construct_document(node)
+
+
+def refuse_duplicates(node: yaml.Node, where: str = "") -> None:
+    """Raise DuplicateKey for the first mapping under node (at the dotted key where) that gives a key twice."""
+    if isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            refuse_duplicates(item, f"{where}[{index}]")
+    if not isinstance(node, yaml.MappingNode):
+        return
+    lines = {}  # (tag, text) of each key -> its line
+    for key, value in node.value:
+        if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":  # `<<:` merges, no key
+            first, line = lines.get((key.tag, key.value)), key.start_mark.line + 1
+            if first:
+                under = f"under {where}" if where else "at the top level"
+                at = f"lines {first} and {line}" if first != line else f"line {line}, twice"  # {lr: 1, lr: 2}
+                raise DuplicateKey(f"duplicate key {key.value!r} {under} ({at})")
+            lines[key.tag, key.value] = line
+        refuse_duplicates(value, f"{where}.{key.value}" if where else str(key.value))

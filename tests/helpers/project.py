@@ -8,9 +8,10 @@ from pathlib import Path
 
 import yaml
 
-from nmtbench.config import DataConfig, TokenizeConfig, merge
+from nmtbench.config import DataConfig, TokenizeConfig
 from nmtbench.data.prepare import prepare
 from nmtbench.data.tokenizer import tokenize
+from nmtbench.profiles import merge
 
 # params of a scratch project on the tiny mirror: merged onto params.yaml, with these models only
 TINY_PARAMS = {

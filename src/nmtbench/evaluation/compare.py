@@ -17,7 +17,9 @@ import hashlib
 import json
 import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 
@@ -57,79 +59,147 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
     started = time.perf_counter()
     if not model_names:
         raise ValueError("compare: no models given; params.yaml must define at least one models.<name> block")
+    grid = load_runs(model_names, seeds, Path(root))
     baseline = cfg.baseline or model_names[0]
-    runs = {(name, seed): RunPaths(name, seed, Path(root)) for name in model_names for seed in seeds}
-    train = {run: _load(paths.train_metrics, *run, "train", TRAIN_KEYS) for run, paths in runs.items()}
-    evals = {run: _load(paths.eval_metrics, *run, "evaluate") for run, paths in runs.items()}
-    curves = {run: flops_curve(paths.learning_curve) for run, paths in runs.items()}
-    # what produced each run; None for a run written before provenance was recorded
-    stamps = {stage: {paths.name.as_posix(): found[run].pop("provenance", None) for run, paths in runs.items()}
-              for stage, found in (("train", train), ("evaluate", evals))}
-    splits = _common_splits(evals, runs)
-    buckets = bucket_labels(cfg.length_buckets)
-
-    models = {name: {"params": train[name, seeds[0]]["params"], "external": False,
-                     **{key: _spread([train[name, seed].get(key) for seed in seeds], seeds)
-                        for key in (*TRAIN_KEYS[1:], *OPTIONAL_TRAIN_KEYS)}}
-              for name in model_names}
-    # an outside system is one run, the same against every seed's baseline: no size, cost or training to show
-    models.update({name: {"params": None, "external": True, **dict.fromkeys((*TRAIN_KEYS[1:], *OPTIONAL_TRAIN_KEYS))}
-                   for name in cfg.external})
-    examples, bootstrap_signatures, translations, scored = {}, set(), {}, []
-    published = (all(PUBLISHED in evals[run][split] for run in runs for split in splits)
-                 and (lang is not None or not cfg.external))
-    keys = (*SCORES, *((PUBLISHED,) if published else ()), "sentences_per_s")
-    for split in splits:
-        sources, references = list(test_sets[split]["src"]), list(test_sets[split]["tgt"])
-        outputs = {run: _translations(paths.translation(split), *run, split, evals[run][split], len(references))
-                   for run, paths in runs.items()}
-        external = {name: external_translations(Path(root) / files[split], name, split, references)
-                    for name, files in cfg.external.items()}
-        examples[split] = _examples(cfg.examples, split, sources, references,
-                                    {**{name: outputs[name, seeds[0]] for name in model_names}, **external})
-        translations[split] = outputs
-        tests = {}
-        for seed in seeds:  # runs of one seed against the baseline's run of that seed
-            tests[seed], signature = paired_bootstrap({**{name: outputs[name, seed] for name in model_names},
-                                                       **external}, references,
-                                                      baseline, cfg.bootstrap_resamples, cfg.bootstrap_seed)
-            bootstrap_signatures.add(signature)
-        lengths = [bucket_of(len(source.split()), cfg.length_buckets) for source in sources]
-        runs_of = {**{name: ([outputs[name, seed] for seed in seeds], seeds) for name in model_names},
-                   **{name: ([hypotheses], ["external"]) for name, hypotheses in external.items()}}
-        for name, (hypotheses, labels) in runs_of.items():
-            per_run = ([evals[name, seed][split] for seed in seeds] if name in model_names else
-                     [{**score(hypotheses[0], references, lang, tokenized), "sentences_per_s": None}])
-            scored += per_run
-            models[name][split] = {
-                **{key: _spread([scores[key] for scores in per_run], labels) for key in keys},
-                "bootstrap": _significance({seed: tests[seed][name] for seed in seeds},
-                                           {seed: tests[seed][baseline]["bleu"] for seed in seeds}),
-                "length_buckets": {label: _bucket_bleu(hypotheses, references,
-                                                       [i for i, b in enumerate(lengths) if b == bucket], labels)
-                                   for bucket, label in enumerate(buckets)},
-            }
-
-    signatures = {key: sorted({scores[f"{key}_signature"] for scores in scored}) for key in keys[:-1]}
-    comparison = {"baseline": baseline, "seeds": seeds, "splits": splits, "length_buckets": buckets,
-                  "tokenized": tokenized,
-                  "signatures": {**signatures, "paired_bootstrap": sorted(bootstrap_signatures)},
-                  "models": models, "examples": examples, "tuning": tuning_summary(model_names, root),
-                  "across_compute": across_compute(curves, seeds, budget),
-                  "swaps": quality_against_compute(curves, blocks)}
+    models = training_rows(grid, cfg.external)
+    keys = score_keys(grid, cfg, lang)
+    by_split = {split: score_split(grid, split, test_sets[split], cfg, baseline, keys, lang, tokenized)
+                for split in grid.splits}
+    for split, found in by_split.items():
+        for name, row in found.rows.items():
+            models[name][split] = row
+    comparison = {"baseline": baseline, "seeds": seeds, "splits": grid.splits,
+                  "length_buckets": bucket_labels(cfg.length_buckets), "tokenized": tokenized,
+                  "signatures": signatures(by_split, keys), "models": models,
+                  "examples": {split: found.examples for split, found in by_split.items()},
+                  "tuning": tuning_summary(model_names, root), **compute_analysis(grid, budget, blocks)}
     if blocks is not None:
-        references = {split: list(test_sets[split]["tgt"]) for split in splits}
+        translations = {split: found.translations for split, found in by_split.items()}
+        references = {split: list(test_sets[split]["tgt"]) for split in grid.splits}
         comparison["verdict"] = verdict(models, blocks, seeds, baseline, translations, references, cfg)
         comparison["findings"] = findings(blocks, comparison["verdict"], seeds, translations, references, cfg)
     if cfg.published:
         comparison["published"] = beside_published(models, cfg.published)
-    comparison["provenance"] = {"compare": stamp(started), **stamps}
-    write_flops_curves({f"{name}/seed{seed}": curve for (name, seed), curve in curves.items()},
-                       Path(root) / RESULTS / "flops_curves.csv")
-    write_json(Path(root) / RESULTS / "comparison.json", comparison)
-    write_text(Path(root) / RESULTS / "comparison.md", markdown(comparison))
-    write_json(Path(root) / BLEU_METRICS, bleu_metrics(comparison))
+    comparison["provenance"] = {"compare": stamp(started), **grid.stamps}
+    write_outputs(comparison, grid)
     return comparison
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The runs of the models x seeds grid as compare reads them, each (model, seed)'s metrics checked."""
+    names: list[str]
+    seeds: list[int]
+    root: Path
+    paths: dict[tuple[str, int], RunPaths]
+    train: dict[tuple[str, int], dict]  # train.json, its provenance taken out
+    evals: dict[tuple[str, int], dict]  # eval.json: split -> scores, its provenance taken out
+    curves: dict[tuple[str, int], Curve]
+    stamps: dict[str, dict[str, dict | None]]  # stage -> run folder -> what produced it
+    splits: list[str]  # the test splits every run was scored on
+
+
+def load_runs(model_names: list[str], seeds: list[int], root: Path) -> Grid:
+    """Every run's metrics, learning curve and provenance, refused in one line naming the stage to rerun when a
+    file is missing, incomplete or scores other test splits than the rest."""
+    runs = {(name, seed): RunPaths(name, seed, root) for name in model_names for seed in seeds}
+    train = {run: _load(paths.train_metrics, *run, "train", TRAIN_KEYS) for run, paths in runs.items()}
+    evals = {run: _load(paths.eval_metrics, *run, "evaluate") for run, paths in runs.items()}
+    curves = {run: flops_curve(paths.learning_curve) for run, paths in runs.items()}
+    # what produced each run, taken out before _common_splits reads the splits off eval.json's keys; None for a run
+    # written before provenance was recorded
+    stamps = {stage: {paths.name.as_posix(): found[run].pop("provenance", None) for run, paths in runs.items()}
+              for stage, found in (("train", train), ("evaluate", evals))}
+    return Grid(model_names, seeds, root, runs, train, evals, curves, stamps, _common_splits(evals, runs))
+
+
+def training_rows(grid: Grid, external: dict) -> dict[str, dict]:
+    """Each model's size and training figures over seeds, then each outside system's row, which has none."""
+    models = {name: {"params": grid.train[name, grid.seeds[0]]["params"], "external": False,
+                     **{key: _spread([grid.train[name, seed].get(key) for seed in grid.seeds], grid.seeds)
+                        for key in (*TRAIN_KEYS[1:], *OPTIONAL_TRAIN_KEYS)}}
+              for name in grid.names}
+    # an outside system is one run, the same against every seed's baseline: no size, cost or training to show
+    models.update({name: {"params": None, "external": True, **dict.fromkeys((*TRAIN_KEYS[1:], *OPTIONAL_TRAIN_KEYS))}
+                   for name in external})
+    return models
+
+
+def score_keys(grid: Grid, cfg: CompareConfig, lang: str | None) -> tuple[str, ...]:
+    """The scores each row shows: the published convention's BLEU too where every run has it and the outside
+    systems, if any, can be scored by it (lang given)."""
+    published = (all(PUBLISHED in grid.evals[run][split] for run in grid.paths for split in grid.splits)
+                 and (lang is not None or not cfg.external))
+    return (*SCORES, *((PUBLISHED,) if published else ()), "sentences_per_s")
+
+
+class SplitScores(NamedTuple):
+    """What compare keeps of one test split."""
+    rows: dict[str, dict]  # model or outside system -> its scores over seeds, bootstrap and BLEU by length
+    examples: list[dict]
+    translations: dict[tuple[str, int], list[str]]  # each run's, which the verdict resamples
+    scored: list[dict]  # the scores of every run, outside systems' included, whose signatures the comparison lists
+    bootstrap_signatures: set[str]
+
+
+def score_split(grid: Grid, split: str, test_set, cfg: CompareConfig, baseline: str, keys: tuple[str, ...],
+                lang: str | None, tokenized: bool) -> SplitScores:
+    """Every model's and outside system's scores on one test split: mean and sd over seeds, the paired bootstrap
+    against the baseline, BLEU by source-length bucket; and the example sentences side by side."""
+    sources, references = list(test_set["src"]), list(test_set["tgt"])
+    outputs = {run: _translations(paths.translation(split), *run, split, grid.evals[run][split], len(references))
+               for run, paths in grid.paths.items()}
+    external = {name: external_translations(grid.root / files[split], name, split, references)
+                for name, files in cfg.external.items()}
+    examples = _examples(cfg.examples, split, sources, references,
+                         {**{name: outputs[name, grid.seeds[0]] for name in grid.names}, **external})
+    tests, bootstrap_signatures = {}, set()
+    for seed in grid.seeds:  # runs of one seed against the baseline's run of that seed
+        tests[seed], signature = paired_bootstrap({**{name: outputs[name, seed] for name in grid.names},
+                                                   **external}, references,
+                                                  baseline, cfg.bootstrap_resamples, cfg.bootstrap_seed)
+        bootstrap_signatures.add(signature)
+    lengths = [bucket_of(len(source.split()), cfg.length_buckets) for source in sources]
+    buckets = bucket_labels(cfg.length_buckets)
+    runs_of = {**{name: ([outputs[name, seed] for seed in grid.seeds], grid.seeds) for name in grid.names},
+               **{name: ([hypotheses], ["external"]) for name, hypotheses in external.items()}}
+    rows, scored = {}, []
+    for name, (hypotheses, labels) in runs_of.items():
+        per_run = ([grid.evals[name, seed][split] for seed in grid.seeds] if name in grid.names else
+                   [{**score(hypotheses[0], references, lang, tokenized), "sentences_per_s": None}])
+        scored += per_run
+        rows[name] = {
+            **{key: _spread([scores[key] for scores in per_run], labels) for key in keys},
+            "bootstrap": _significance({seed: tests[seed][name] for seed in grid.seeds},
+                                       {seed: tests[seed][baseline]["bleu"] for seed in grid.seeds}),
+            "length_buckets": {label: _bucket_bleu(hypotheses, references,
+                                                   [i for i, b in enumerate(lengths) if b == bucket], labels)
+                               for bucket, label in enumerate(buckets)},
+        }
+    return SplitScores(rows, examples, outputs, scored, bootstrap_signatures)
+
+
+def signatures(by_split: dict[str, SplitScores], keys: tuple[str, ...]) -> dict[str, list[str]]:
+    """Every distinct signature of each score (keys but the speed) over all runs and splits, and of the bootstrap."""
+    scored = [scores for found in by_split.values() for scores in found.scored]
+    return {**{key: sorted({scores[f"{key}_signature"] for scores in scored}) for key in keys[:-1]},
+            "paired_bootstrap": sorted(set().union(*(found.bootstrap_signatures for found in by_split.values())))}
+
+
+def compute_analysis(grid: Grid, budget: BudgetConfig | None, blocks: dict[str, dict] | None) -> dict:
+    """Quality against compute, off the learning curves: the ranking at fractions of the budget, and where models
+    and families swap places."""
+    return {"across_compute": across_compute(grid.curves, grid.seeds, budget),
+            "swaps": quality_against_compute(grid.curves, blocks)}
+
+
+def write_outputs(comparison: dict, grid: Grid) -> None:
+    """Every run's FLOPs curve in one csv, comparison.json and .md, and the DVC metrics, under the grid's root."""
+    write_flops_curves({f"{name}/seed{seed}": curve for (name, seed), curve in grid.curves.items()},
+                       grid.root / RESULTS / "flops_curves.csv")
+    write_json(grid.root / RESULTS / "comparison.json", comparison)
+    write_text(grid.root / RESULTS / "comparison.md", markdown(comparison))
+    write_json(grid.root / BLEU_METRICS, bleu_metrics(comparison))
 
 
 def external_translations(path: Path, name: str, split: str, references: list[str]) -> list[str]:

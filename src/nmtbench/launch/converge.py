@@ -15,8 +15,10 @@ from pathlib import Path
 
 import torch
 
+from nmtbench import figures
 from nmtbench.config import LaunchConfig, Params
-from nmtbench.files import lock_owner
+from nmtbench.evaluation.compute import ranking_flip, swap_text
+from nmtbench.files import lock_owner, write_bytes
 from nmtbench.launch.scheduler import FOLDER, alive
 from nmtbench.runs import RunPaths
 
@@ -155,6 +157,27 @@ def curves_table(params: Params, root: Path = Path(".")) -> str:
     return "\n".join(lines)
 
 
+def plot_curves(params: Params, path: Path, root: Path = Path(".")) -> str:
+    """Every run's val BLEU against training FLOPs so far on one plot (finished runs and unfinished ones alike), the
+    FLOPs at which the top two families swap places for good marked (evaluation/compute.py), written to path as
+    PNG; returns the swap's sentence."""
+    curves, by_family = {}, {}
+    for model, block in params.models.items():
+        for seed in params.seeds:
+            rows = [{"train_flops": float(row["train_flops"]), "val_bleu": float(row["val_bleu"])}
+                    for row in curve_rows(RunPaths(model, seed, root)) or []
+                    if row.get("train_flops") not in ("", None) and row["val_bleu"] not in ("", None)]
+            if rows:
+                curves[model if len(params.seeds) == 1 else f"{model}/seed{seed}"] = rows
+                by_family.setdefault(str(block.get("family")), []).extend(
+                    (row["train_flops"], row["val_bleu"]) for row in rows)
+    if not curves:
+        raise ValueError("nmtbench converge --plot: no run has validated yet; plot once the first epoch has ended")
+    flip = ranking_flip(by_family)
+    write_bytes(path, figures.flops_curves(curves, flip["flops"]))
+    return swap_text(flip)
+
+
 def export_finished(runs: list[RunProgress], folder: Path, root: Path = Path(".")) -> list[str]:
     """Copy each evaluated run's small outputs (train.json, learning_curve.csv, eval.json and its translations of every
     test set) into folder/<model>/seed<seed>/, to be committed as they land; returns the runs copied."""
@@ -183,11 +206,15 @@ def stage_order(runs: list[RunProgress], first: list[str] = ()) -> list[str]:
 
 
 def converge(params: Params, jobs: int | None = None, first: list[str] = (), status_only: bool = False,
-             curves: bool = False, export: Path | None = None, out=sys.stdout) -> int:
+             curves: bool = False, export: Path | None = None, plot: Path | None = None, out=sys.stdout) -> int:
     """first: models to start before the others, in this order. curves: only print every run's val BLEU so far.
-    export: only copy the evaluated runs' small outputs there."""
+    export: only copy the evaluated runs' small outputs there. plot: only draw every run's val BLEU against
+    training FLOPs so far there."""
     if curves:
         print(curves_table(params), file=out)
+        return 0
+    if plot is not None:
+        print(f"nmtbench converge: wrote {plot}. Families: {plot_curves(params, plot)}", file=out)
         return 0
     if export is not None:
         copied = export_finished(progress(params), export)

@@ -1,14 +1,14 @@
-"""The jobs: one stage's command per submitit job, on this machine (LocalExecutor) or as a SLURM job, with its
-threads and GPUs set and its output in a log file of its own."""
+"""The jobs: one stage's command per job, with its threads and GPUs set and its output in a log file of its own.
+A job is a submitit job, on this machine (LocalExecutor) or on SLURM, or, where submitit is not installed, a
+process of the launcher's own (executor: process)."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import signal
 import subprocess
 from pathlib import Path
-
-import submitit
 
 from nmtbench.config import ConfigError, LaunchConfig, TrainConfig
 
@@ -19,29 +19,73 @@ class StageFailed(RuntimeError):
     """A stage's command ended with a non-zero exit status."""
 
 
-def run_stage(cmd: str, cwd: str, log: str, env: dict[str, str]) -> None:
-    """Run cmd in cwd, its output appended to log (the function each job runs). The command runs in a session of
-    its own, ended with the job: a cancelled job (Ctrl-C, scancel) leaves no training behind."""
+def start_stage(cmd: str, cwd: str, log: str, env: dict[str, str]) -> subprocess.Popen:
+    """cmd started in cwd, its output appended to log, in a session of its own, so that ending the job ends
+    everything it started: a cancelled job (Ctrl-C, scancel) leaves no training behind."""
     with open(log, "a", encoding="utf-8") as out:
-        process = subprocess.Popen(cmd, shell=True, cwd=cwd, env={**os.environ, **env}, stdout=out,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            code = process.wait()
-        finally:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-                process.wait()
+        return subprocess.Popen(cmd, shell=True, cwd=cwd, env={**os.environ, **env}, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def run_stage(cmd: str, cwd: str, log: str, env: dict[str, str]) -> None:
+    """Run cmd to its end (the function each submitit job runs)."""
+    process = start_stage(cmd, cwd, log, env)
+    try:
+        code = process.wait()
+    finally:
+        end(process)
     if code:
         raise StageFailed(f"exit status {code}")
 
 
+def end(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait()
+
+
+class ProcessJob:
+    """A stage's command as a process of the launcher's, with the part of submitit's Job the launcher uses."""
+
+    def __init__(self, process: subprocess.Popen):
+        self.process, self.job_id = process, str(process.pid)
+
+    def done(self) -> bool:
+        return self.process.poll() is not None
+
+    def exception(self) -> StageFailed | None:
+        code = self.process.poll()
+        return StageFailed(f"exit status {code}") if code else None
+
+    def cancel(self, check: bool = True) -> None:
+        end(self.process)
+
+
+class Processes:
+    """The executor where submitit is not installed: each job a process of the launcher's."""
+
+    def submit(self, function, cmd: str, cwd: str, log: str, env: dict[str, str]) -> ProcessJob:
+        if function is not run_stage:
+            raise TypeError("the process executor runs stage commands only (run_stage)")
+        return ProcessJob(start_stage(cmd, cwd, log, env))
+
+
 def executor_kind(cfg: LaunchConfig) -> str:
     if cfg.executor == "auto":
-        return "slurm" if shutil.which("sbatch") else "local"
+        if shutil.which("sbatch"):
+            return "slurm"
+        return "local" if importable("submitit") else "process"
     if cfg.executor == "slurm" and not shutil.which("sbatch"):
         raise ConfigError("launch.executor: slurm, but sbatch is not on PATH; run on a SLURM login node, or set "
                           "launch.executor: local")
+    if cfg.executor in ("local", "slurm") and not importable("submitit"):
+        raise ConfigError(f"launch.executor: {cfg.executor} needs submitit, which is not installed here; install it "
+                          "(pip install submitit) or set launch.executor: process")
     return cfg.executor
+
+
+def importable(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
 
 
 def threads_per_job(cfg: LaunchConfig, cores: int | None = None) -> int:
@@ -49,7 +93,11 @@ def threads_per_job(cfg: LaunchConfig, cores: int | None = None) -> int:
     return cfg.threads_per_job or max(1, (cores or os.cpu_count() or 1) // cfg.jobs)
 
 
-def make_executor(cfg: LaunchConfig, kind: str, folder: Path) -> submitit.Executor:
+def make_executor(cfg: LaunchConfig, kind: str, folder: Path):
+    if kind == "process":
+        return Processes()
+    import submitit
+
     executor = submitit.AutoExecutor(folder=folder, cluster=kind)
     if kind == "slurm":
         slurm = cfg.slurm

@@ -1,5 +1,6 @@
 """The launcher's loop: start each out-of-date stage once what it waits for is done, up to launch.jobs at once;
-record each finished one in dvc.lock, one at a time; report progress, failures with their logs, and Ctrl-C."""
+record each finished one in dvc.lock, one at a time (without dvc: launch/dvcfile.py); report progress, failures
+with their logs, and Ctrl-C; stop at a time limit if given."""
 from __future__ import annotations
 
 import os
@@ -9,11 +10,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dvc.exceptions import DvcException
-
 from nmtbench.config import LaunchConfig, TrainConfig
 from nmtbench.files import PidLock
-from nmtbench.launch import jobs, stages
+from nmtbench.launch import dvcfile, jobs
 
 FOLDER = Path("launch")  # logs, submitit's files and the lock; ignores itself for git
 POLL_SECONDS = 1.0
@@ -29,20 +28,31 @@ class Running:
 
 
 def launch(cfg: LaunchConfig, targets: list[str] | None = None, out=sys.stdout, train: TrainConfig | None = None,
-           prefer: list[str] | None = None) -> int:
+           prefer: list[str] | None = None, without_dvc: bool = False, single_item: bool = False,
+           time_limit: float | None = None) -> int:
     """Run what DVC finds out of date in the current folder, the root of a DVC project (as `dvc repro` does); 0 when
-    every stage ended recorded, 1 when one failed, 130 on Ctrl-C. train: the project's train block, whose
-    num_nodes and devices size a DDP training's SLURM job. prefer: stage names in the order to start them when
-    several are ready (the rest after them, in dvc.yaml's order); without it, dvc.yaml's order."""
+    every stage ended recorded, 1 when one failed or the time limit cut it, 130 on Ctrl-C. train: the project's
+    train block, whose num_nodes and devices size a DDP training's SLURM job. prefer: stage names in the order to
+    start them when several are ready (the rest after them, in dvc.yaml's order); without it, dvc.yaml's order.
+    without_dvc: dvc.yaml's commands run on a machine without dvc (launch/dvcfile.py says when a stage runs).
+    single_item: the targets alone, not what they wait for. time_limit: seconds after which the running jobs are
+    cancelled and the pending ones not started."""
     root = Path.cwd()
     folder = FOLDER
     (folder / "logs").mkdir(parents=True, exist_ok=True)
     (folder / ".gitignore").write_text("*\n")
     with LaunchLock(folder / "launch.lock"):
         kind = jobs.executor_kind(cfg)
-        gpus = jobs.visible_gpus() if kind == "local" and cfg.gpus_per_job else []
-        slots = jobs.local_slots(cfg, gpus) if kind == "local" else cfg.jobs
-        todo = stages.plan(root, targets)
+        here = kind in ("local", "process")
+        gpus = jobs.visible_gpus() if here and cfg.gpus_per_job else []
+        slots = jobs.local_slots(cfg, gpus) if here else cfg.jobs
+        if without_dvc:
+            pipeline = dvcfile.Pipeline(root, single_item)
+        else:
+            from nmtbench.launch.stages import DvcPipeline  # imports dvc
+
+            pipeline = DvcPipeline(root, single_item)
+        todo = pipeline.plan(targets)
         if prefer:
             rank = {name: index for index, name in enumerate(prefer)}
             todo.sort(key=lambda stage: rank.get(stage.name, len(rank)))  # stable: the rest keep dvc.yaml's order
@@ -52,13 +62,14 @@ def launch(cfg: LaunchConfig, targets: list[str] | None = None, out=sys.stdout, 
         executor = jobs.make_executor(cfg, kind, folder / "submitit")
         print(f"nmtbench launch: {len(todo)} stage(s) to check, {slots} {kind} job(s) at once, "
               f"{jobs.threads_per_job(cfg)} thread(s) each; logs in {folder / 'logs'}", file=out)
-        return Loop(cfg, root, kind, gpus, slots, executor, todo, out, train).run()
+        deadline = None if time_limit is None else time.monotonic() + time_limit
+        return Loop(cfg, root, kind, gpus, slots, executor, pipeline, todo, out, train, deadline).run()
 
 
 class Loop:
-    def __init__(self, cfg, root, kind, gpus, slots, executor, todo, out, train):
+    def __init__(self, cfg, root, kind, gpus, slots, executor, pipeline, todo, out, train, deadline):
         self.cfg, self.root, self.kind, self.gpus, self.slots = cfg, root, kind, gpus, slots
-        self.executor, self.out, self.train = executor, out, train
+        self.executor, self.pipeline, self.out, self.train, self.deadline = executor, pipeline, out, train, deadline
         self.pending = list(todo)  # upstream first
         self.running: dict[str, Running] = {}
         self.done: set[str] = set()  # run and recorded, or found up to date
@@ -70,6 +81,9 @@ class Loop:
         catch_cancel_signals()
         try:
             while self.pending or self.running:
+                if self.deadline is not None and time.monotonic() > self.deadline:
+                    self.stop_at_time_limit()
+                    break
                 changed = self.start_ready() | self.collect_finished()
                 if changed or time.monotonic() - last_summary > SUMMARY_SECONDS:
                     self.summary()
@@ -97,16 +111,16 @@ class Loop:
             elif stage.needs <= self.done and len(self.running) < self.slots:
                 self.pending.remove(stage)
                 changed = True
-                if not stages.prepare(self.root, stage.name):
+                if not self.pipeline.prepare(stage.name):
                     self.done.add(stage.name)
                     print(f"up to date: {stage.name}", file=self.out)
                     continue
                 self.submit(stage)
         return changed
 
-    def submit(self, stage: stages.Stage) -> None:
+    def submit(self, stage: dvcfile.Stage) -> None:
         slot = min(set(range(self.slots)) - {r.slot for r in self.running.values()})
-        gpus = jobs.slot_gpus(slot, self.gpus, self.cfg.gpus_per_job) if self.kind == "local" else None
+        gpus = jobs.slot_gpus(slot, self.gpus, self.cfg.gpus_per_job) if self.kind != "slurm" else None
         log = self.log(stage.name)
         log.write_text(f"$ {stage.cmd}\n")
         if self.kind == "slurm":
@@ -123,7 +137,7 @@ class Loop:
             del self.running[name]
             elapsed = clock(time.monotonic() - running.started)
             error = running.job.exception()
-            problem = error_line(error) if error else self.record(name)
+            problem = error_line(error) if error else self.pipeline.record(name)
             if problem is None:
                 self.done.add(name)
                 print(f"done: {name} in {elapsed}", file=self.out)
@@ -133,14 +147,17 @@ class Loop:
                       f"{tail(self.log(name))}", file=self.out)
         return bool(finished)
 
-    def record(self, name: str) -> str | None:
-        """Record a stage whose command ended well, one at a time (dvc.lock has one writer); what DVC refuses to
-        record (an output the command did not write) fails the stage."""
-        try:
-            stages.record(self.root, name)
-        except DvcException as error:
-            return f"dvc could not record it: {error}"
-        return None
+    def stop_at_time_limit(self) -> None:
+        """The jobs still running are cancelled and fail, the pending ones are not run: what finished stays."""
+        self.cancel()
+        for name, running in self.running.items():
+            self.failed[name] = f"cut at the time limit after {clock(time.monotonic() - running.started)}; " \
+                                f"log: {self.log(name)}"
+        for stage in self.pending:
+            self.failed[stage.name] = "not run: the time limit passed"
+        print(f"nmtbench launch: the time limit passed; cancelled {len(self.running)} job(s), "
+              f"{len(self.pending)} not started", file=self.out)
+        self.running, self.pending = {}, []
 
     def cancel(self) -> None:
         for running in self.running.values():

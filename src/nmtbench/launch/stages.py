@@ -1,27 +1,48 @@
 """DVC's view of the pipeline for the launcher, run from the project's root: which stages are out of date, what
 each waits for, and recording a stage once its command has run. Every call opens the repository afresh (a finished
 stage changes dvc.lock) and holds DVC's repository lock only for itself, so `dvc status` in another shell still works
-during a launch."""
+during a launch. Without dvc, launch/dvcfile.py gives the same interface."""
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import networkx as nx
+from dvc.exceptions import DvcException
 from dvc.repo import Repo
 
-
-@dataclass(frozen=True)
-class Stage:
-    name: str  # dvc.yaml's address, e.g. train@transformer-42
-    cmd: str
-    needs: frozenset[str]  # the stages of the plan it waits for
+from nmtbench.blocks import ConfigError
+from nmtbench.launch.dvcfile import Stage, command
 
 
-def plan(root: Path, targets: list[str] | None = None) -> list[Stage]:
+class DvcPipeline:
+    """plan, prepare before a stage runs and record after it ran, as `dvc repro` does them."""
+
+    def __init__(self, root: Path, single_item: bool = False):
+        self.root, self.single_item = Path(root), single_item
+
+    def plan(self, targets: list[str] | None = None) -> list[Stage]:
+        try:
+            return plan(self.root, targets, self.single_item)
+        except DvcException as error:  # DVC's own words name the problem (a bad dvc.yaml, a locked repository)
+            raise ConfigError(f"dvc: {error}") from None
+
+    def prepare(self, name: str) -> bool:
+        return prepare(self.root, name)
+
+    def record(self, name: str) -> str | None:
+        """None when recorded; what DVC refuses to record (an output the command did not write) fails the stage."""
+        try:
+            record(self.root, name)
+        except DvcException as error:
+            return f"dvc could not record it: {error}"
+        return None
+
+
+def plan(root: Path, targets: list[str] | None = None, single_item: bool = False) -> list[Stage]:
     """The stages to consider, upstream first: every stage out of date (as `dvc status` says) and everything
-    downstream of one, since those may change once it runs. targets restricts it to them and what they need."""
+    downstream of one, since those may change once it runs. targets restricts it to them and what they need, or with
+    single_item (dvc repro --single-item) to them alone."""
     with locked(root) as repo:
         graph = repo.index.graph  # an edge goes from a stage to a stage it depends on
         stages = {stage.addressing: stage for stage in graph if stage.cmd}
@@ -30,8 +51,8 @@ def plan(root: Path, targets: list[str] | None = None) -> list[Stage]:
             unknown = sorted(set(targets) - set(stages))
             if unknown:
                 raise ValueError(f"{', '.join(unknown)}: no such stage in dvc.yaml; `dvc stage list` names them")
-            wanted = {name for target in targets
-                      for name in (target, *(s.addressing for s in nx.descendants(graph, stages[target])))}
+            wanted = {name for target in targets for name in (target, *(
+                () if single_item else (s.addressing for s in nx.descendants(graph, stages[target]))))}
         stale = {name for name in wanted if stages[name].changed()}
         downstream = {up.addressing for name in stale for up in nx.ancestors(graph, stages[name])}
         chosen = (stale | downstream) & wanted
@@ -41,10 +62,6 @@ def plan(root: Path, targets: list[str] | None = None) -> list[Stage]:
         return [Stage(name, command(stages[name].cmd),
                       frozenset(dep.addressing for dep in graph.successors(stages[name]) if dep.addressing in chosen))
                 for name in order]
-
-
-def command(cmd: str | list[str]) -> str:
-    return cmd if isinstance(cmd, str) else " && ".join(cmd)
 
 
 def prepare(root: Path, name: str) -> bool:

@@ -1,7 +1,8 @@
-"""Profiles: a folder holding the pipeline and params.yaml merged with one or more profiles' overrides.
+"""params.yaml merged with profiles, and the workspace folders that run them.
 
-A profile runs in a workspace of its own, a DVC project beside the user's, so `make smoke` never
-touches the outputs of the user's own experiment. The workspace behaves like the project: the same
+A profile overrides params.yaml's blocks (apply_profile): merged in order, a later one winning, each naming the
+blocks it gives whole. A profile runs in a workspace of its own, a DVC project beside the user's, so `make smoke`
+never touches the outputs of the user's own experiment. The workspace behaves like the project: the same
 .gitignore, and a Makefile with the pipeline's make targets (tools/pipeline.mk), which use the project's .venv.
 A refresh rewrites only what nmtbench workspace wrote there and nobody changed since.
 """
@@ -13,17 +14,86 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from nmtbench.config import ConfigError, apply_profile, parse_params, read_yaml
-from nmtbench.files import write_bytes, write_text
-from nmtbench.models.registry import model_config
+from nmtbench.blocks import ConfigError
+from nmtbench.config import parse_params
+from nmtbench.files import read_yaml, write_bytes, write_text
 
 PIPELINE_TARGETS = Path("tools") / "pipeline.mk"
 # what nmtbench workspace last wrote there: each file's sha256, so a refresh replaces only those files unchanged since
 MANIFEST = ".nmtbench-workspace.json"
+SETTINGS = "the command's settings"  # blocks a command merges after the profiles, as a conflict and a header name them
+
+
+def merge(base: dict, override: dict) -> dict:
+    """Deep-merge override onto base (dicts merge key by key; any other value replaces)."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def apply_profile(base: dict, *profiles: dict, names: Sequence[str] = ()) -> dict:
+    """params.yaml with the profiles merged on in order, so a later one wins where two set the same key (your
+    corpus, then the smoke sizes). The blocks a profile names in its list `replace` are taken from that profile
+    whole instead of merged: a recipe's own grid of models (models: ...) rather than the defaults plus it.
+    names: the files, params.yaml's first, which a conflict names."""
+    names = list(names) or ["params.yaml", *(f"profile {i}" for i in range(1, len(profiles) + 1))]
+    merged, given_by = base, {}  # given_by: model (or model.encoder, .decoder) -> the file its family came from
+    for name, profile in zip(names[1:], profiles):
+        profile = dict(profile)
+        replaced = profile.pop("replace", [])
+        if not isinstance(replaced, list) or not set(replaced) <= set(merged):
+            raise ConfigError(f"replace: expected a list of params blocks the profile gives whole, e.g. [models], "
+                              f"got {replaced!r}")
+        merged = {key: value for key, value in merged.items() if key not in replaced}
+        if isinstance(profile.get("models"), dict):
+            grid = merged["models"] if isinstance(merged.get("models"), dict) else None  # None: replaced
+            profile["models"] = over_models(grid, profile["models"], given_by, names[0], name)
+        merged = merge(merged, profile)
+    return merged
+
+
+def over_models(models: dict | None, blocks: dict, given_by: dict, first: str, name: str) -> dict:
+    """The model blocks of profile `name` that apply to the models merged so far (None: the profile gives the grid
+    whole). A block without a family sizes a model: one for a model there is none of (a profile before replaced
+    the grid) sizes nothing and is left out, so the smoke sizes go with every recipe. A block that gives a model, or
+    a hybrid's half, another family conflicts with the file that gave the first: merged, the new family would be
+    refused the keys of the old one that the first file set."""
+    if models is None:
+        given_by.update({f"{model}{half}": name for model, block in blocks.items() for half in families(block)})
+        return blocks
+    kept = {}
+    for model, block in blocks.items():
+        named, earlier = families(block), families(models.get(model))
+        if isinstance(block, dict) and "" not in named and model not in models:
+            continue
+        for half, family in named.items():  # the model's own family first, then its halves'
+            key = f"{model}{half}"
+            if earlier.get(half, family) != family:
+                raise ConfigError(f"models.{key}: {name} makes it a {family}, {given_by.get(key, first)} a "
+                                  f"{earlier[half]}; rename the model in one file, or replace the grid in {name} with "
+                                  "`replace: [models]`")
+            given_by[key] = name
+        kept[model] = block
+    return kept
+
+
+def families(block: Any) -> dict[str, str]:
+    """The families a model block names: its own under "", a hybrid's halves' under ".encoder" and ".decoder"."""
+    if not isinstance(block, dict):
+        return {}
+    found = {"": block.get("family"), **{f".{half}": block[half].get("family") for half in ("encoder", "decoder")
+                                        if isinstance(block.get(half), dict)}}
+    return {half: family for half, family in found.items() if family is not None}
 
 
 def read_profile(profile: Path) -> dict:
@@ -37,25 +107,31 @@ def read_profile(profile: Path) -> dict:
     return overrides
 
 
-def merged_params(project: Path, profiles: list[Path]) -> dict:
-    """project's params.yaml merged with the profiles, in order, every block and model validated: a bad override
-    fails here, before any stage runs."""
+def merged_params(project: Path, profiles: list[Path], extra: Sequence[dict] = ()) -> dict:
+    """project's params.yaml merged with the profiles, in order, then the extra blocks a command sets (nmtbench
+    timed-grid's --set), every block and model validated: a bad override fails here, before any stage runs."""
+    # the model families import torch, seconds of it: what only merges profiles (the tests' scratch params) does
+    # without them
+    from nmtbench.models.registry import model_config
+
     merged = apply_profile(read_yaml(Path(project) / "params.yaml"), *(read_profile(Path(p)) for p in profiles),
-                           names=["params.yaml", *map(str, profiles)])
+                           *extra, names=["params.yaml", *map(str, profiles), *[SETTINGS] * len(extra)])
     for name, block in parse_params(merged).models.items():
         model_config(name, block)
     return merged
 
 
-def make_workspace(project: Path, target: Path, profiles: list[Path], force: bool = False) -> Path:
-    """Create or refresh target with project's pipeline and params.yaml merged with the profiles, in order. A file
-    there that nmtbench workspace did not write, or that was edited since, is refused, or with force replaced and
-    kept as <file>.bak-<time>."""
+def make_workspace(project: Path, target: Path, profiles: list[Path], force: bool = False,
+                   extra: Sequence[dict] = (), with_dvc: bool = True) -> Path:
+    """Create or refresh target with project's pipeline and params.yaml merged with the profiles, in order, then
+    extra. A file there that nmtbench workspace did not write, or that was edited since, is refused, or with force
+    replaced and kept as <file>.bak-<time>. without dvc (with_dvc False: nmtbench launch --without-dvc runs it),
+    no git repository and no DVC project are made."""
     project, target = Path(os.path.abspath(project)), Path(target)
     if target.resolve() == project.resolve():  # copying dvc.yaml onto itself fails, and the params would be lost
         raise ConfigError(f"{target}: is the project itself; make the workspace another folder, e.g. "
                           "nmtbench workspace runs/mine --profile profiles/smoke.yaml")
-    files = workspace_files(project, profiles, merged_params(project, profiles))
+    files = workspace_files(project, profiles, merged_params(project, profiles, extra), bool(extra))
     others = not_ours(target, files)
     if others and not force:
         raise ConfigError(f"{target}: {', '.join(others)} not written by nmtbench workspace, or edited since; keep "
@@ -69,7 +145,8 @@ def make_workspace(project: Path, target: Path, profiles: list[Path], force: boo
     for name, data in files.items():
         write_bytes(target / name, data)
     write_text(target / MANIFEST, json.dumps({name: digest(data) for name, data in files.items()}, indent=1) + "\n")
-    if not (target / ".dvc").is_dir():  # a git repository too, so `dvc exp show` and `dvc exp run` work there
+    # a git repository too, so `dvc exp show` and `dvc exp run` work there
+    if with_dvc and not (target / ".dvc").is_dir():
         git = ["git", "-c", "user.name=nmtbench", "-c", "user.email=nmtbench@localhost"]
         subprocess.run([*git, "init", "--quiet"], cwd=target, check=True)
         subprocess.run([sys.executable, "-m", "dvc", "init", "--quiet"], cwd=target, check=True)
@@ -80,7 +157,7 @@ def make_workspace(project: Path, target: Path, profiles: list[Path], force: boo
     return target
 
 
-def workspace_files(project: Path, profiles: list[Path], merged: dict) -> dict[str, bytes]:
+def workspace_files(project: Path, profiles: list[Path], merged: dict, settings: bool = False) -> dict[str, bytes]:
     """What nmtbench workspace writes, by path in the workspace: the pipeline, the plot templates and outside
     systems' translations it names, the project's .gitignore (W&B runs, models and the like are never committed
     there), the Makefile and the merged params."""
@@ -89,7 +166,7 @@ def workspace_files(project: Path, profiles: list[Path], merged: dict) -> dict[s
         files.update({str(path.relative_to(project)): path.read_bytes()
                       for path in sorted((project / folder).rglob("*")) if path.is_file()})
     files["Makefile"] = makefile(project, profiles).encode()
-    names = " + ".join(Path(p).name for p in profiles)
+    names = " + ".join([*(Path(p).name for p in profiles), *([SETTINGS] if settings else [])])
     header = f"# generated from params.yaml + {names}; edit those, not this file\n"
     files["params.yaml"] = (header + yaml.dump(merged, Dumper=PlainDumper, sort_keys=False)).encode()
     return files

@@ -1,6 +1,6 @@
 """The results page of a GPU run, written from what came back: docs/results/<date>-gpu-<kind>.md and its plot.
 
-    python tools/gpu_report.py <folder> [<folder> ...] --kind h100     (make gpu-report FROM="<folder> ..." KIND=h100)
+    nmtbench gpu-report <folder> [<folder> ...] --kind h100     (make gpu-report FROM="<folder> ..." KIND=h100)
 
 Each folder is what one call of tools/gpu_check.sh left in $OUT: summary.txt and a <part>.tar.gz per part that ran.
 With several (the two calls of the call plan), a part in a later folder replaces the same part of an earlier one.
@@ -14,7 +14,6 @@ and on stderr, and the page holds the rest.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -28,12 +27,12 @@ from pathlib import Path
 import yaml
 
 from nmtbench import figures
+from nmtbench.blocks import ConfigError
 from nmtbench.evaluation.compute import FLIP_DEFINITION, flops_curve, ranking_flip, swap_text
 from nmtbench.provenance import code_text
 from nmtbench.runs import RunPaths
 from nmtbench.tables import Table
 
-ROOT = Path(__file__).resolve().parent.parent
 PARTS = ("setup", "tests", "published", "probe", "grid")  # gpu_check.sh's parts, in its order
 SUMMARY_LINE = re.compile(rf"^({'|'.join(PARTS)}): (.*)$")
 LOG_LINES = 4  # the last lines of a failed stage's log shown on the page
@@ -84,7 +83,7 @@ def read_returned(folders: list[Path], scratch: Path) -> tuple[list[str], dict[s
     for index, folder in enumerate(folders):
         summary = folder / "summary.txt"
         if not summary.is_file():
-            sys.exit(f"gpu_report: {summary} not found; give the folder a GPU call's $OUT came back in")
+            raise ConfigError(f"{summary} not found; give the folder a GPU call's $OUT came back in")
         found_here, current = {}, None
         for line in summary.read_text(errors="replace").splitlines():
             found = SUMMARY_LINE.match(line)
@@ -147,11 +146,13 @@ class Run:
 
 
 def part_runs(part: Part) -> tuple[dict, list[Run]]:
-    """The merged params the part's runs trained with (params.yaml of its workspace) and every run they name."""
+    """The merged params the part's runs trained with and every run they name: its workspace's params.grid.yaml,
+    where a failed run had params.yaml cut to the finished models for compare, else params.yaml."""
+    name = "params.grid.yaml" if part.text("params.grid.yaml") else "params.yaml"
     try:
-        params = yaml.safe_load(part.text("params.yaml")) or {}
+        params = yaml.safe_load(part.text(name)) or {}
     except yaml.YAMLError as error:
-        part.unreadable["params.yaml"] = f"is cut short or damaged ({type(error).__name__})"
+        part.unreadable[name] = f"is cut short or damaged ({type(error).__name__})"
         params = {}
     runs = []
     for model, block in params.get("models", {}).items():
@@ -161,6 +162,11 @@ def part_runs(part: Part) -> tuple[dict, list[Run]]:
             runs.append(Run(model, seed, family, part.json(paths.train_metrics, {}), part.json(paths.eval_metrics, {}),
                             flops_curve(part.folder / paths.learning_curve)))
     return params, runs
+
+
+def grid_summary(part: Part) -> dict:
+    """What nmtbench timed-grid says of the part's grid (gpu_runs.json in calls before it had that name)."""
+    return part.json("timed_grid.json") or part.json("gpu_runs.json", {})
 
 
 def machine(calls: list[str], parts: dict[str, Part], runs: list[Run]) -> dict[str, str | None]:
@@ -249,9 +255,13 @@ def failures(part: Part, runs: list[Run]) -> list[str]:
         # a failed part's summary repeats some lines of its log's end among the lines that matter: each once
         shown = list(dict.fromkeys(part.lines))
         lines += ["", f"**{part.name}: {part.status}**", *(["", "```", *shown, "```"] if shown else []), ""]
-    for stage in re.findall(r"^\s*FAILED: (\S+) \(", part.text("part.log"), re.MULTILINE):
-        tail = log_tail(part.text(f"logs/{stage}.log"))
-        lines += [f"- `{stage}` failed; the end of logs/{stage}.log:", "", "  ```", *(f"  {line}" for line in tail),
+    text = part.text("part.log")
+    for stage in dict.fromkeys(re.findall(r"^\s*FAILED: (\S+) \(", text, re.MULTILINE)
+                               + re.findall(r"^failed: (\S+): cut at the time limit", text, re.MULTILINE)):
+        # the launcher's logs; calls before nmtbench timed-grid wrote them to logs/
+        log = next((log for log in (f"launch/logs/{stage}.log", f"logs/{stage}.log") if part.text(log)), "")
+        tail = log_tail(part.text(log)) if log else []
+        lines += [f"- `{stage}` failed; the end of {log}:", "", "  ```", *(f"  {line}" for line in tail),
                   "  ```"] if tail else [f"- `{stage}` failed and left no log."]
     unscored = [label(run, runs) for run in runs if not run.scores]
     if unscored:
@@ -273,7 +283,7 @@ def grid_lines(part: Part, plot: str) -> tuple[list[str], bytes | None]:
     if not runs:
         return missing(part, "The grid's params.yaml", "params.yaml"), None
     comparison = part.json("results/comparison.json", {})
-    jobs = part.json("gpu_runs.json", {}).get("jobs")
+    jobs = grid_summary(part).get("jobs")
     lines = [runs_table(params, runs, comparison, jobs).markdown(), "",
              *(f"- {note}" for note in runs_notes(part, params, comparison)), *failures(part, runs), "",
              "## Validation BLEU against training FLOPs", ""]
@@ -295,11 +305,11 @@ def grid_lines(part: Part, plot: str) -> tuple[list[str], bytes | None]:
     return lines, figures.flops_curves(curves, flip["flops"])
 
 
-def published_lines(part: Part) -> list[str]:
-    """The papers' two recipes beside their published figures (profiles/published.yaml: compare.published), then
-    every run of the part as the grid's are shown."""
+def published_lines(part: Part, project: Path) -> list[str]:
+    """The papers' two recipes beside their published figures (the project's profiles/published.yaml:
+    compare.published), then every run of the part as the grid's are shown."""
     params, runs = part_runs(part)
-    quoted = yaml.safe_load((ROOT / "profiles" / "published.yaml").read_text())["compare"]["published"]
+    quoted = yaml.safe_load((project / "profiles" / "published.yaml").read_text())["compare"]["published"]
     rows = []
     for model, figure in quoted.items():
         for run in [run for run in runs if run.model == model] or [Run(model, 0, "", {}, {}, [])]:
@@ -314,7 +324,7 @@ def published_lines(part: Part) -> list[str]:
              "not recomputed); ours: BLEU lc tok of the same test set, the papers' tokens (docs/evaluation.md)."]
     if any(run.train or run.scores for run in runs):
         comparison = part.json("results/comparison.json", {})
-        jobs = part.json("gpu_runs.json", {}).get("jobs")
+        jobs = grid_summary(part).get("jobs")
         lines += ["", "Every run of the part:", "", runs_table(params, runs, comparison, jobs).markdown(), "",
                   *(f"- {note}" for note in runs_notes(part, params, comparison))]
     return [*lines, *failures(part, runs)]
@@ -355,7 +365,8 @@ def tests_lines(part: Part) -> list[str]:
             Table(["Test", "Outcome", "Message"], rows, "lll").markdown(), *failures(part, [])]
 
 
-def page(calls: list[str], parts: dict[str, Part], kind: str, date: str, plot: str) -> tuple[str, bytes | None]:
+def page(calls: list[str], parts: dict[str, Part], kind: str, date: str, plot: str,
+         project: Path) -> tuple[str, bytes | None]:
     """The Markdown page and the PNG of its plot (None without learning curves)."""
     runs = [run for name in ("published", "grid") for run in part_runs(parts[name])[1]]
     found = machine(calls, parts, runs)
@@ -363,7 +374,7 @@ def page(calls: list[str], parts: dict[str, Part], kind: str, date: str, plot: s
     # the sections before the header: reading their files fills the parts' lists of unreadable ones, shown on top
     grid, png = grid_lines(parts["grid"], plot)
     sections = {"The GPU tests": tests_lines(parts["tests"]),
-                "The papers' recipes": published_lines(parts["published"]),
+                "The papers' recipes": published_lines(parts["published"], project),
                 "Packing: trainings at once": probe_lines(parts["probe"]), "The grid": grid}
     setup = parts["setup"]
     problems = [f"- {name}: {part.problem()}" for name, part in parts.items() if part.problem()]
@@ -376,7 +387,7 @@ def page(calls: list[str], parts: dict[str, Part], kind: str, date: str, plot: s
              f"{found['cuda'] or 'not recorded'}; torch {found['torch'] or 'not recorded'} |",
              f"| calls | {'; '.join(f'`{line}`' for line in calls)} |",
              f"| parts | {'; '.join(f'{name}: {part.status}' for name, part in parts.items())} |", "",
-             "Written by `make gpu-report` (tools/gpu_report.py) from what the calls returned: summary.txt and each "
+             "Written by `make gpu-report` (nmtbench gpu-report) from what the calls returned: summary.txt and each "
              "part's tarball. Every figure is read from the run's files; a dash is a figure that did not come back.",
              *(["", "**A rehearsal on a CPU at tiny sizes: no GPU ran, and its scores are meaningless by design.**"]
                if rehearsal else []),
@@ -387,38 +398,33 @@ def page(calls: list[str], parts: dict[str, Part], kind: str, date: str, plot: s
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)) + "\n", png  # a section that opens on a failure: one blank
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folders", type=Path, nargs="+", help="what each call's $OUT returned, in call order")
-    parser.add_argument("--kind", required=True, help="the GPU's kind in the page's name: h100, h200")
-    parser.add_argument("--date", help="the page's date (default: the first call's, from its summary.txt)")
-    parser.add_argument("--results", type=Path, default=ROOT / "docs" / "results", help="where the page goes")
-    parser.add_argument("--force", action="store_true", help="rewrite a page of the same name")
-    args = parser.parse_args(argv)
-    if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", args.kind):
-        sys.exit(f"gpu_report: --kind {args.kind!r}: lowercase letters, digits and dashes only, e.g. h100")
-    if args.date and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", args.date):
-        sys.exit(f"gpu_report: --date {args.date!r}: give it as YYYY-MM-DD, e.g. 2026-11-27")
+def write_gpu_page(folders: list[Path], kind: str, date: str | None = None, results: Path | None = None,
+                   force: bool = False, project: Path = Path(".")) -> tuple[Path, Path | None]:
+    """The page of the run whose calls returned folders (in call order), and its plot, into results (default: the
+    project's docs/results); the page's path and the plot's, None without learning curves. date: the page's
+    (default: the first call's, from its summary.txt); force: rewrite a page of the same name. Each part with a
+    file that came back unreadable is also one line on stderr."""
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", kind):
+        raise ConfigError(f"--kind {kind!r}: lowercase letters, digits and dashes only, e.g. h100")
+    if date and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", date):
+        raise ConfigError(f"--date {date!r}: give it as YYYY-MM-DD, e.g. 2026-11-27")
+    results = project / "docs" / "results" if results is None else results
     with tempfile.TemporaryDirectory() as scratch:
-        calls, parts = read_returned(args.folders, Path(scratch))
-        date = args.date or next((found for line in calls if (found := first(r"(\d{4}-\d{2}-\d{2})T", line))), None)
+        calls, parts = read_returned([Path(folder) for folder in folders], Path(scratch))
+        date = date or next((found for line in calls if (found := first(r"(\d{4}-\d{2}-\d{2})T", line))), None)
         if not date:
-            sys.exit("gpu_report: no date in the summaries' gpu_check lines; give one with --date YYYY-MM-DD")
-        stem = f"{date}-gpu-{args.kind}"
-        path = args.results / f"{stem}.md"
-        if path.exists() and not args.force:
-            sys.exit(f"gpu_report: {path} exists; pass --force (make gpu-report FORCE=1) to rewrite it")
-        text, png = page(calls, parts, args.kind, date, f"{stem}-flops.png")
+            raise ConfigError("no date in the summaries' gpu_check lines; give one with --date YYYY-MM-DD")
+        stem = f"{date}-gpu-{kind}"
+        path = results / f"{stem}.md"
+        if path.exists() and not force:
+            raise ConfigError(f"{path} exists; pass --force (make gpu-report FORCE=1) to rewrite it")
+        text, png = page(calls, parts, kind, date, f"{stem}-flops.png", project)
     for name, part in parts.items():
         if part.problem():
-            print(f"gpu_report: {name}: {part.problem()}", file=sys.stderr)
-    args.results.mkdir(parents=True, exist_ok=True)
+            print(f"nmtbench gpu-report: {name}: {part.problem()}", file=sys.stderr)
+    results.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-    if png:
-        (args.results / f"{stem}-flops.png").write_bytes(png)
-    print(f"gpu_report: wrote {path}" + (f" and {stem}-flops.png" if png else ""))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    plot = results / f"{stem}-flops.png" if png else None
+    if plot:
+        plot.write_bytes(png)
+    return path, plot

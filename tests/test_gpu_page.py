@@ -1,5 +1,5 @@
-"""tools/gpu_report.py: the results page of a GPU run shows the figures of the files that came back, exactly, says
-what failed and why, and puts the ranking's flip where its definition puts it.
+"""nmtbench.evaluation.gpu_page (nmtbench gpu-report): the results page of a GPU run shows the figures of the
+files that came back, exactly, says what failed and why, and puts the ranking's flip where its definition puts it.
 
 tests/fixtures/gpu_rehearsal is what a CPU rehearsal returned (trimmed to the files the page reads):
 `GPU_CHECK_CPU=1 GPU_GRID_JOBS=1 GPU_GRID_MODELS="transformer gru cnn" tools/gpu_check.sh tests published grid` at
@@ -7,21 +7,20 @@ profiles/smoke.yaml's sizes, with a carried folder holding only the default corp
 for want of its own. Each test packs the parts' folders into tarballs as gpu_check.sh does.
 """
 import gzip
-import importlib.util
 import json
 import shutil
 import subprocess
-import sys
 import tarfile
 import zlib
 from pathlib import Path
 
 import pytest
 
+from nmtbench import cli
+from nmtbench.blocks import ConfigError
+from nmtbench.evaluation import gpu_page
+
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("gpu_report", ROOT / "tools" / "gpu_report.py")
-gpu_report = sys.modules["gpu_report"] = importlib.util.module_from_spec(spec)  # its dataclasses look it up there
-spec.loader.exec_module(gpu_report)
 REHEARSAL = ROOT / "tests" / "fixtures" / "gpu_rehearsal"
 
 
@@ -36,9 +35,15 @@ def returned(folder: Path, parts: Path = REHEARSAL) -> Path:
     return folder
 
 
+def write(folders: list[Path], kind: str, results: Path, **options) -> tuple[Path, Path | None]:
+    """The page written as nmtbench gpu-report writes it, with this checkout's profiles/published.yaml."""
+    return gpu_page.write_gpu_page(folders, kind, results=results, project=ROOT, **options)
+
+
 def written(tmp_path: Path, *folders: Path, kind: str = "h100") -> str:
-    assert gpu_report.main([*map(str, folders), "--kind", kind, "--results", str(tmp_path / "results")]) == 0
-    return (tmp_path / "results" / f"2026-11-26-gpu-{kind}.md").read_text()
+    page, _ = write(list(folders), kind, tmp_path / "results")
+    assert page == tmp_path / "results" / f"2026-11-26-gpu-{kind}.md"
+    return page.read_text()
 
 
 def row(page: str, first_cell: str, section: str = "# ") -> list[str]:
@@ -141,13 +146,13 @@ def test_a_page_written_before_is_kept_unless_forced(tmp_path):
     page = tmp_path / "results" / "2026-11-26-gpu-h200.md"
     page.parent.mkdir()
     page.write_text("kept")
-    with pytest.raises(SystemExit, match="exists; pass --force"):
-        gpu_report.main([str(out), "--kind", "h200", "--results", str(page.parent)])
+    with pytest.raises(ConfigError, match="exists; pass --force"):
+        write([out], "h200", page.parent)
     assert page.read_text() == "kept"
-    assert gpu_report.main([str(out), "--kind", "h200", "--results", str(page.parent), "--force"]) == 0
+    assert write([out], "h200", page.parent, force=True)[0] == page
     assert page.read_text().startswith("# A CPU rehearsal")
-    with pytest.raises(SystemExit, match="summary.txt not found"):
-        gpu_report.main([str(tmp_path), "--kind", "h100"])
+    with pytest.raises(ConfigError, match="summary.txt not found"):
+        write([tmp_path], "h100", tmp_path / "results")
 
 
 def cut_short(packed: Path, inside: str) -> None:
@@ -165,7 +170,7 @@ def test_a_tarball_cut_short_gives_its_whole_files_and_one_line_on_what_is_missi
     page = written(tmp_path, out)
     line = "grid.tar.gz is cut short (EOFError); only its first 11 files came out, the rest is missing from this page"
     assert f"**Unreadable in what came back**, so missing or dashes below:\n\n- grid: {line}\n" in page
-    assert capsys.readouterr().err == f"gpu_report: grid: {line}\n"
+    assert capsys.readouterr().err == f"nmtbench gpu-report: grid: {line}\n"
     # eval.json and train.json came out whole, comparison.json not at all
     assert row(page, "gru", "## The grid")[1:5] == ["0.00", "-", "-", "0.01"]
     assert "- 95% CI and p: dashes, for results/comparison.json did not come back whole (above)." in page
@@ -174,12 +179,12 @@ def test_a_tarball_cut_short_gives_its_whole_files_and_one_line_on_what_is_missi
 def test_a_file_the_cut_went_through_is_left_out_and_an_empty_tarball_is_named(tmp_path):
     out = returned(tmp_path / "out")
     cut_short(out / "grid.tar.gz", "grid/metrics/gru/seed1/learning_curve.csv")
-    assert gpu_report.unpack(out / "grid.tar.gz", tmp_path / "x") == (
+    assert gpu_page.unpack(out / "grid.tar.gz", tmp_path / "x") == (
         "is cut short (EOFError); only its first 5 files came out, the rest is missing from this page")
     run = tmp_path / "x" / "grid" / "metrics" / "gru" / "seed1"
     assert (run / "eval.json").is_file() and not (run / "learning_curve.csv").exists()  # not a shorter curve
     (out / "tests.tar.gz").write_bytes(b"")
-    assert gpu_report.unpack(out / "tests.tar.gz", tmp_path / "y") == (
+    assert gpu_page.unpack(out / "tests.tar.gz", tmp_path / "y") == (
         "is cut short (ReadError); all it held is missing from this page")
 
 
@@ -207,12 +212,18 @@ def test_a_model_without_its_family_is_left_out_of_the_flip_and_named(tmp_path, 
     assert "No flip: rnn leads transformer at every validation where both have validated" in page  # still drawn
 
 
-def test_the_date_goes_through_make_and_make_names_what_it_needs(tmp_path):
+def test_the_date_goes_through_make_and_make_names_what_it_needs(tmp_path, monkeypatch, capsys):
     out = returned(tmp_path / "out")
-    assert gpu_report.main([str(out), "--kind", "h100", "--date", "2026-11-27", "--results", str(tmp_path)]) == 0
-    assert (tmp_path / "2026-11-27-gpu-h100.md").read_text().count("| date | 2026-11-27 |") == 1
-    with pytest.raises(SystemExit, match="--date '27-11-2026': give it as YYYY-MM-DD, e.g. 2026-11-27"):
-        gpu_report.main([str(out), "--kind", "h100", "--date", "27-11-2026"])
+    (tmp_path / "profiles").mkdir()
+    shutil.copy(ROOT / "profiles" / "published.yaml", tmp_path / "profiles")
+    monkeypatch.chdir(tmp_path)  # the project: the current folder, its docs/results
+    assert cli.main(["gpu-report", str(out), "--kind", "h100", "--date", "2026-11-27"]) == 0
+    page = tmp_path / "docs" / "results" / "2026-11-27-gpu-h100.md"
+    assert capsys.readouterr().out == f"wrote {page.relative_to(tmp_path)} and 2026-11-27-gpu-h100-flops.png\n"
+    assert page.read_text().count("| date | 2026-11-27 |") == 1
+    assert cli.main(["gpu-report", str(out), "--kind", "h100", "--date", "27-11-2026"]) == 2
+    assert capsys.readouterr().err == ("nmtbench gpu-report: error: --date '27-11-2026': give it as YYYY-MM-DD, e.g. "
+                                       "2026-11-27\n")
 
     def make(*variables: str) -> subprocess.CompletedProcess:  # the target alone, never .venv's setup
         return subprocess.run(["make", "--no-print-directory", "-o", str(ROOT / ".venv" / ".installed"), "gpu-report",
@@ -225,4 +236,4 @@ def test_the_date_goes_through_make_and_make_names_what_it_needs(tmp_path):
     assert make("FROM=out").stdout == ("make gpu-report: KIND= must name the GPU kind the page is named after, e.g. "
                                        "KIND=h100\n")
     assert make("-n", "FROM=a b", "KIND=h100", "DATE=2026-11-27").stdout.splitlines()[-1] == (
-        "python tools/gpu_report.py a b --kind h100 --date 2026-11-27 ")
+        "nmtbench gpu-report a b --kind h100 --date 2026-11-27 ")

@@ -1,6 +1,6 @@
-"""nmtbench workspace: a folder that behaves like the project. It holds params.yaml merged with its profiles in
-order, the project's .gitignore and a Makefile with the pipeline's make targets, and the README's workspace
-instructions run there as written."""
+"""Profiles merged onto params.yaml in order, a later one winning, and nmtbench workspace: a folder that behaves like
+the project. It holds params.yaml merged with its profiles in order, the project's .gitignore and a Makefile with the
+pipeline's make targets, and the README's workspace instructions run there as written."""
 import re
 import shutil
 import subprocess
@@ -11,17 +11,85 @@ import pytest
 import yaml
 
 from helpers.project import ROOT, pipeline_env
+from nmtbench.blocks import ConfigError
 from nmtbench.cli import main
-from nmtbench.config import apply_profile, parse_params, read_yaml
+from nmtbench.config import parse_params
+from nmtbench.files import read_yaml
 from nmtbench.models.registry import build_model
 from nmtbench.models.vocabulary import Vocab
-from nmtbench.workspace import merged_params
+from nmtbench.profiles import apply_profile, merge, merged_params
 
 PIPELINE_TARGETS = ["help", "setup", "repro", "converge", "tune", "report", "exp", "exp-show", "claims"]
 # what a run leaves in a workspace besides what DVC tracks: none of it is ever committed
 RUN_FILES = ["wandb/offline-run-20261124_101010-abc/run-abc.wandb", "models/transformer/seed42/best.ckpt",
              "metrics/transformer/seed42/eval.json", "results/report.html", "lightning_logs/version_0/hparams.yaml",
              "runs/inner/params.yaml", "data/raw/train.en.gz", "tuning/transformer/study.db"]
+
+
+def test_merge_is_deep_and_leaves_its_inputs_alone():
+    base = {"a": {"b": 1, "c": 2}, "d": [1]}
+    assert merge(base, {"a": {"c": 3}, "d": [2]}) == {"a": {"b": 1, "c": 3}, "d": [2]}
+    assert base == {"a": {"b": 1, "c": 2}, "d": [1]}
+
+
+def test_apply_profile_replaces_only_the_named_blocks():
+    base = {"models": {"a": {"x": 1}}, "train": {"lr": 1, "steps": 2}}
+    assert apply_profile(base, {"replace": ["models"], "models": {"b": {}}, "train": {"lr": 3}}) == {
+        "models": {"b": {}}, "train": {"lr": 3, "steps": 2}}
+    with pytest.raises(ConfigError, match=r"^replace: expected a list of params blocks .* got \['modles'\]"):
+        apply_profile(base, {"replace": ["modles"]})
+
+
+def test_profiles_apply_in_order_a_later_one_winning():
+    base = {"data": {"source": {"kind": "multi30k"}, "max_train_pairs": None, "max_length": 80},
+            "models": {"a": {"x": 1}, "b": {"x": 1}}}
+    corpus = {"data": {"source": {"kind": "files", "path": "/c"}, "max_train_pairs": None},
+              "replace": ["models"], "models": {"a": {"x": 2}}}
+    smoke = {"data": {"max_train_pairs": 400}, "models": {"a": {"x": 3}}}
+    assert apply_profile(base, corpus, smoke) == {
+        "data": {"source": {"kind": "files", "path": "/c"}, "max_train_pairs": 400, "max_length": 80},
+        "models": {"a": {"x": 3}}}
+    assert apply_profile(base, smoke, corpus) == {
+        "data": {"source": {"kind": "files", "path": "/c"}, "max_train_pairs": None, "max_length": 80},
+        "models": {"a": {"x": 2}}}
+    assert apply_profile(base) == base
+
+
+def test_a_size_for_a_model_the_grid_no_longer_has_is_left_out_and_a_second_family_is_refused():
+    base = {"models": {"a": {"family": "rnn", "x": 1}}}
+    recipe = {"replace": ["models"], "models": {"b": {"family": "transformer", "x": 2}}}
+    sizes = {"models": {"a": {"x": 3}, "b": {"x": 4}}}  # smoke.yaml's way: a size for each model of any recipe
+    assert apply_profile(base, recipe, sizes) == {"models": {"b": {"family": "transformer", "x": 4}}}
+    assert apply_profile(base, sizes) == {"models": {"a": {"family": "rnn", "x": 3}}}
+    assert apply_profile(base, {"models": {"a": {"family": "rnn", "x": 5}}}) == {"models": {"a": {"family": "rnn",
+                                                                                                  "x": 5}}}
+    names = ["params.yaml", "one.yaml", "two.yaml"]
+    with pytest.raises(ConfigError, match=r"^models\.b: two\.yaml makes it a rnn, one\.yaml a transformer; rename "
+                                          r"the model in one file, or replace the grid in two\.yaml with "
+                                          r"`replace: \[models\]`$"):
+        apply_profile(base, recipe, {"models": {"b": {"family": "rnn", "x": 4}}}, names=names)
+    with pytest.raises(ConfigError, match=r"^models\.a: one\.yaml makes it a cnn, params\.yaml a rnn;"):
+        apply_profile(base, {"models": {"a": {"family": "cnn"}}}, names=names[:2])
+
+
+def test_a_profile_that_gives_a_hybrids_half_another_family_is_refused_as_a_second_family():
+    """Merged, the new family's half was refused the keys of the old one that params.yaml set (cell, attention)."""
+    base = {"models": {"h": {"family": "hybrid", "encoder": {"family": "transformer", "layers": 3},
+                             "decoder": {"family": "rnn", "cell": "lstm"}}}}
+    names = ["params.yaml", "one.yaml", "two.yaml"]
+    with pytest.raises(ConfigError) as error:
+        apply_profile(base, {"models": {"h": {"decoder": {"family": "cnn", "kernel": 3}}}}, names=names[:2])
+    assert str(error.value) == ("models.h.decoder: one.yaml makes it a cnn, params.yaml a rnn; rename the model in "
+                                "one file, or replace the grid in one.yaml with `replace: [models]`")
+    recipe = {"replace": ["models"], "models": {"h": {"family": "hybrid", "encoder": {"family": "cnn"},
+                                                      "decoder": {"family": "rnn"}}}}
+    with pytest.raises(ConfigError, match=r"^models\.h\.encoder: two\.yaml makes it a transformer, one\.yaml a cnn;"):
+        apply_profile(base, recipe, {"models": {"h": {"encoder": {"family": "transformer"}}}}, names=names)
+    sizes = {"models": {"h": {"encoder": {"layers": 1}, "decoder": {"family": "rnn", "layers": 1}}}}  # same families
+    assert apply_profile(base, sizes)["models"]["h"] == {"family": "hybrid", "encoder": {"family": "transformer",
+                                                                                        "layers": 1},
+                                                         "decoder": {"family": "rnn", "cell": "lstm", "layers": 1}}
+
 
 
 def make(folder: Path, *args: str) -> str:

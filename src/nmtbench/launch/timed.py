@@ -1,0 +1,274 @@
+"""`nmtbench timed-grid` and `nmtbench probe-jobs`: a grid of runs in a fixed wall time, on a machine that may lack
+dvc (a GPU machine lent for minutes: docs/gpu.md).
+
+The grid is a workspace (params.yaml merged with profiles, with the carried data/tokenized) in which `nmtbench launch
+--without-dvc` runs dvc.yaml's tune, train and evaluate stages of every run, N at once; then compare and report over
+the models whose every run finished (params.yaml cut to them, the whole grid kept as params.grid.yaml). W&B is off.
+    nmtbench timed-grid runs/gpu-check/grid --profile profiles/gpu.yaml --profile profiles/gpu_converge.yaml \
+        --tokenized .gpu-bundle/corpora/default/tokenized --seconds 300 --jobs 8
+    nmtbench probe-jobs runs/gpu-check/probe --profile ... --levels 1 4 8 --train-seconds 20
+Time: `--seconds` is the whole run's; each training's time budget is what it leaves after the allowances for
+starting and evaluating, split over the waves of jobs (training_seconds), and the launcher cuts whatever runs past
+it. The GPU's memory is sampled with nvidia-smi while the trainings run, where it exists.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from nmtbench.blocks import ConfigError
+from nmtbench.config import LaunchConfig, parse_params
+from nmtbench.files import read_yaml, write_text
+from nmtbench.launch.jobs import importable
+from nmtbench.launch.scheduler import launch
+from nmtbench.profiles import PlainDumper, make_workspace, merged_params
+
+# the allowances of a GPU machine of 16 cores (--startup-seconds, --evaluate-seconds): starting Python, torch and
+# CUDA and loading the data for tune@ and train@ of a run, then evaluate@'s two test sets at beam 5 (the first GPU
+# run's logs: docs/results/2026-11-27-gpu-h100.md)
+STARTUP_SECONDS, EVALUATE_SECONDS = 25, 35
+# compare (bootstrap over every model) and report after the last evaluation
+FINISH_SECONDS = 40
+SUMMARY = "timed_grid.json"
+
+
+def setting(text: str) -> dict:
+    """`train.budget.value=150` -> {"train": {"budget": {"value": 150}}}: a dotted key and a YAML value, as a
+    profile holding that one value."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"--set {text}: expected key=value, e.g. train.lr=0.005")
+    block = yaml.safe_load(value)
+    for name in reversed(key.split(".")):
+        block = {name: block}
+    return block
+
+
+def overrides(settings: list[dict], tiny_models: Path | None) -> list[dict]:
+    """What goes on top of the profiles, in order: the settings, then the models block of tiny_models (the CPU
+    rehearsal's smoke sizes, which size only the models the grid has)."""
+    return [*settings, *([{"models": read_yaml(tiny_models).get("models", {})}] if tiny_models else [])]
+
+
+def training_seconds(seconds: float, runs: int, jobs: int, startup: float = STARTUP_SECONDS,
+                     evaluate: float = EVALUATE_SECONDS) -> int:
+    """Each training's time budget when `runs` chains share `seconds` in waves of `jobs` at once."""
+    waves = math.ceil(runs / jobs)
+    per_wave = (seconds - FINISH_SECONDS) / waves - startup - evaluate
+    return max(int(per_wave), 5)
+
+
+def choose_jobs(probe: dict[int, dict]) -> int:
+    """The number of trainings at once that moved the most target tokens per second through the GPU."""
+    return max(probe, key=lambda jobs: (probe[jobs]["total_tokens_per_s"], -jobs))
+
+
+def prepare_workspace(folder: Path, project: Path, profiles: list[Path], extra: list[dict], tokenized: Path) -> dict:
+    """folder as nmtbench workspace makes it, without git and dvc, on the carried tokenized corpus; its params."""
+    params = merged_params(project, profiles, extra)
+    refuse_other_data(params, tokenized.parent / "params.json")
+    make_workspace(project, folder, profiles, extra=extra, with_dvc=False)
+    (folder / "data").mkdir(exist_ok=True)
+    if not (folder / "data" / "tokenized").exists():
+        (folder / "data" / "tokenized").symlink_to(tokenized.resolve())
+    return params
+
+
+def refuse_other_data(params: dict, recorded: Path) -> None:
+    """The carried corpus was tokenized with the data and tokenize blocks recorded beside it; other ones would
+    train on data the params do not describe."""
+    if not recorded.is_file():
+        return
+    made_with = json.loads(recorded.read_text())
+    for block in ("data", "tokenize"):
+        if params.get(block) != made_with.get(block):
+            raise ConfigError(f"{recorded.parent}: the carried data/tokenized was made with other {block} params than "
+                              "this run's; rebuild the carried folder (make gpu-bundle) or leave the block as "
+                              "params.yaml has it")
+
+
+def only_models(params: dict, names: list[str]) -> dict:
+    """params with these models alone; refused in one line when one is not there or compare.baseline (or
+    beam_sweep.model) is not among them."""
+    unknown = [name for name in names if name not in params["models"]]
+    if unknown:
+        raise ConfigError(f"--models: {', '.join(unknown)} not in the merged params' models; drop them or add a "
+                          "profile that defines them")
+    kept = {**params, "models": {name: params["models"][name] for name in names}}
+    parse_params(kept)
+    return kept
+
+
+def finished_only(params: dict, finished: list[str]) -> dict:
+    """params with only the models whose every run finished, for compare and report: the baseline and beam_sweep's
+    model move to the first of them where theirs did not finish, and the papers' figures of the others go."""
+    compare, sweep = params.get("compare", {}), params.get("beam_sweep", {})
+    published = {name: figure for name, figure in compare.get("published", {}).items() if name in finished}
+    moved = {**params, "compare": {**compare, "published": published}}
+    if compare.get("baseline") not in (None, *finished):
+        moved["compare"]["baseline"] = finished[0]
+    if sweep.get("model") not in (None, *finished):
+        moved["beam_sweep"] = {**sweep, "model": finished[0]}
+    return only_models(moved, finished)
+
+
+class GpuMemory:
+    """nvidia-smi sampling the GPU's used memory twice a second while the block runs; peak_mib afterwards."""
+
+    def __init__(self, folder: Path):
+        self.path, self.process = folder / "launch" / "gpu_memory.csv", None
+
+    def __enter__(self):
+        if shutil.which("nvidia-smi"):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.process = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,memory.used,utilization.gpu",
+                                             "--format=csv,noheader,nounits", "-lms", "500"],
+                                            stdout=open(self.path, "w"), stderr=subprocess.DEVNULL)
+        return self
+
+    def __exit__(self, *exc):
+        if self.process:
+            self.process.terminate()
+            self.process.wait()
+
+    @property
+    def peak_mib(self) -> int | None:
+        if not self.path.is_file():
+            return None
+        used = [int(line.split(",")[1]) for line in self.path.read_text().splitlines() if line.count(",") == 2]
+        return max(used, default=None)
+
+
+def launched(folder: Path, targets: list[str], jobs: int, seconds: float) -> int:
+    """dvc.yaml's stages named, alone, run in folder without dvc, `jobs` at once on this machine (never as SLURM
+    jobs: the time limit is this machine's), cut after `seconds`."""
+    cfg = LaunchConfig(jobs=jobs, executor="local" if importable("submitit") else "process")
+    with contextlib.chdir(folder):
+        return launch(cfg, targets, prefer=targets, without_dvc=True, single_item=True,
+                      time_limit=max(seconds, 1.0))
+
+
+def run_stages(model: str, seed: int, first_of_model: bool) -> list[str]:
+    """A run's stages in dvc.yaml's order: tune@ once per model (no trials: it writes the tuned/<model>.yaml
+    compare reads), then train@ and evaluate@."""
+    return [*([f"tune@{model}"] if first_of_model else []), f"train@{model}-{seed}", f"evaluate@{model}-{seed}"]
+
+
+def train_row(folder: Path, model: str, seed: int) -> dict:
+    path = folder / "metrics" / model / f"seed{seed}" / "train.json"
+    found = json.loads(path.read_text()) if path.is_file() else {}
+    row = {"model": model, "seed": seed, **{key: found.get(key) for key in
+           ("steps", "epochs", "train_seconds", "train_tokens_per_s", "best_val_bleu", "precision")}}
+    path = folder / "metrics" / model / f"seed{seed}" / "eval.json"
+    scores = json.loads(path.read_text()) if path.is_file() else {}
+    for split, found in scores.items():
+        if isinstance(found, dict) and "bleu" in found:
+            row[split] = {key: found.get(key) for key in ("bleu", "bleu_lc_tok", "sentences_per_s")}
+    return row
+
+
+def summary_table(summary: dict) -> str:
+    """The runs one line each (BLEU and BLEU lc tok per test set), then how they ran."""
+    lines = ["model seed: steps epochs train_s target_tok/s best_val_bleu | per test set: BLEU / BLEU lc tok"]
+    for row in summary["runs"]:
+        scores = [f"{split} {found['bleu']} / {found['bleu_lc_tok']}" for split, found in row.items()
+                  if isinstance(found, dict)]
+        lines.append(f"{row['model']} {row['seed']}: {row['steps']} {row['epochs']} {row['train_seconds']} "
+                     f"{row['train_tokens_per_s']} {row['best_val_bleu']} | {'; '.join(scores) or 'not evaluated'}")
+    lines.append(f"{summary['jobs']} at once, {summary['train_budget_seconds']} s of training each, GPU peak "
+                 f"{summary['gpu_peak_memory_mib']} MiB, {summary['wall_seconds']} s, all ok: {summary['all_ok']}, "
+                 f"compared: {', '.join(summary['compared']) or 'none'}")
+    return "\n".join(lines)
+
+
+def compare_finished(folder: Path, params: dict, finished: list[str], seconds: float) -> bool:
+    """compare, then report, over the finished models: where some run did not finish, params.yaml is cut to the
+    others first (the whole grid kept as params.grid.yaml), so one failed run still leaves a comparison of the rest.
+    True when compare succeeded."""
+    if finished != list(params["models"]):
+        os.replace(folder / "params.yaml", folder / "params.grid.yaml")
+        write_text(folder / "params.yaml", "# the grid's params.yaml (params.grid.yaml) cut to the models whose every "
+                   "run finished, by nmtbench timed-grid\n"
+                   + yaml.dump(finished_only(params, finished), Dumper=PlainDumper, sort_keys=False))
+        print(f"compare and report on the models whose every run finished: {', '.join(finished)}", flush=True)
+    launched(folder, ["compare", "report"], 1, seconds)
+    return (folder / "results" / "comparison.json").is_file()
+
+
+def timed_grid(project: Path, folder: Path, profiles: list[Path], settings: list[dict], tokenized: Path,
+               seconds: float, jobs: int | None = None, models: list[str] | None = None,
+               tiny_models: Path | None = None, startup: float = STARTUP_SECONDS, evaluate: float = EVALUATE_SECONDS,
+               compare: bool = True) -> int:
+    """0 when every run trained and was evaluated."""
+    started = time.monotonic()
+    extra = overrides(settings, tiny_models)
+    params = merged_params(project, profiles, extra)
+    grid = list(only_models(params, models)["models"] if models else params["models"])  # refused before writing
+    runs = [(model, seed) for model in grid for seed in params.get("seeds", [42])]
+    jobs = min(jobs or len(runs), len(runs))
+    budget = training_seconds(seconds, len(runs), jobs, startup, evaluate)
+    extra += [{"train": {"budget": {"kind": "time", "value": budget}}}]
+    params = prepare_workspace(folder, project, profiles, extra, tokenized)
+    if models:  # a profile adds or changes models but drops none: the cut is written over the merge
+        params = only_models(params, models)
+        write_text(folder / "params.yaml", "# params.yaml merged with profiles, cut to --models by nmtbench "
+                   "timed-grid\n" + yaml.dump(params, Dumper=PlainDumper, sort_keys=False))
+    print(f"{folder}: {len(runs)} runs, {jobs} at once, {budget} s of training each", flush=True)
+    os.environ.update(WANDB_MODE="disabled", PYTHONUNBUFFERED="1")
+    order, tuned = [], set()
+    for model, seed in runs:
+        order += run_stages(model, seed, model not in tuned)
+        tuned.add(model)
+    with GpuMemory(folder) as memory:
+        launched(folder, order, jobs, seconds - FINISH_SECONDS - (time.monotonic() - started))
+    evaluated = {run: (folder / "metrics" / run[0] / f"seed{run[1]}" / "eval.json").is_file() for run in runs}
+    finished = [model for model in grid if all(done for (name, _), done in evaluated.items() if name == model)]
+    left = seconds - (time.monotonic() - started)
+    compared = bool(finished) and compare and compare_finished(folder, params, finished, left)
+    summary = {"runs": [train_row(folder, *run) for run in runs], "jobs": jobs, "train_budget_seconds": budget,
+               "gpu_peak_memory_mib": memory.peak_mib, "wall_seconds": round(time.monotonic() - started, 1),
+               "all_ok": all(evaluated.values()), "compared": finished if compared else []}
+    write_text(folder / SUMMARY, json.dumps(summary, indent=1) + "\n")
+    print(summary_table(summary))
+    if compared:
+        print((folder / "results" / "comparison.md").read_text().split("\n\n")[0])
+    return 0 if summary["all_ok"] else 1
+
+
+def probe_jobs(project: Path, folder: Path, profiles: list[Path], settings: list[dict], tokenized: Path,
+               levels: list[int], train_seconds: int, model: str, tiny_models: Path | None = None,
+               startup: float = STARTUP_SECONDS) -> int:
+    """`levels` trainings of one model at once, each level in its own workspace, for train_seconds each: target
+    tokens/s per job and for the GPU, and the GPU's peak memory, then the number of jobs to pack. probe.json is
+    rewritten after each level, so a probe cut short still tells the grid what it measured."""
+    found = {"model": model, "train_seconds": train_seconds, "levels": {}}
+    os.environ.update(WANDB_MODE="disabled", PYTHONUNBUFFERED="1")
+    for jobs in levels:
+        workspace = folder / f"jobs{jobs}"
+        extra = overrides([*settings, {"seeds": list(range(1, jobs + 1)), "beam_sweep": {"seed": 1},
+                                        "train": {"budget": {"kind": "time", "value": train_seconds}}}], tiny_models)
+        prepare_workspace(workspace, project, profiles, extra, tokenized)
+        runs = [(model, seed) for seed in range(1, jobs + 1)]
+        started = time.monotonic()
+        with GpuMemory(workspace) as memory:  # a training's start, its budget and the validation that ends it
+            code = launched(workspace, [f"train@{model}-{seed}" for _, seed in runs], jobs,
+                            train_seconds + 2 * startup)
+        rates = [train_row(workspace, *run)["train_tokens_per_s"] or 0 for run in runs]
+        found["levels"][jobs] = {"per_job_tokens_per_s": rates, "total_tokens_per_s": round(sum(rates), 1),
+                                 "gpu_peak_memory_mib": memory.peak_mib, "all_ok": code == 0,
+                                 "wall_seconds": round(time.monotonic() - started, 1)}
+        found["chosen_jobs"] = choose_jobs(found["levels"])
+        write_text(folder / "probe.json", json.dumps(found, indent=1) + "\n")
+        print(f"  {jobs} at once: {sum(rates):,.0f} target tokens/s in all, peak GPU memory "
+              f"{memory.peak_mib} MiB", flush=True)
+    print(f"jobs per GPU chosen: {found['chosen_jobs']}", file=sys.stdout)
+    return 0 if all(level["all_ok"] for level in found["levels"].values()) else 1
