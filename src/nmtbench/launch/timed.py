@@ -19,7 +19,6 @@ import math
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -270,5 +269,5 @@ def probe_jobs(project: Path, folder: Path, profiles: list[Path], settings: list
         write_text(folder / "probe.json", json.dumps(found, indent=1) + "\n")
         print(f"  {jobs} at once: {sum(rates):,.0f} target tokens/s in all, peak GPU memory "
               f"{memory.peak_mib} MiB", flush=True)
-    print(f"jobs per GPU chosen: {found['chosen_jobs']}", file=sys.stdout)
+    print(f"jobs per GPU chosen: {found['chosen_jobs']}")
     return 0 if all(level["all_ok"] for level in found["levels"].values()) else 1
