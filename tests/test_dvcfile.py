@@ -63,7 +63,7 @@ def ran(printed: str) -> list[str]:
     return sorted(line.split()[1] for line in printed.splitlines() if line.startswith("done: "))
 
 
-def test_the_projects_stages_expand_as_dvc_names_them_with_their_commands_and_waits():
+def test_the_projects_stages_expand_as_dvc_names_them_with_their_commands_and_waits(tmp_path):
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params = {**params, "models": {name: params["models"][name] for name in ("gru", "transformer")}, "seeds": [1, 2],
               "beam_sweep": {**params["beam_sweep"], "model": "gru", "seed": 2}}
@@ -74,8 +74,10 @@ def test_the_projects_stages_expand_as_dvc_names_them_with_their_commands_and_wa
     assert stages["train@gru-2"].cmd == "nmtbench train gru --seed 2"
     assert stages["train@gru-2"].persistent == ("models/gru/seed2",)
     assert "metrics/gru/seed2/learning_curve.csv" in stages["train@gru-2"].outs  # a plot is an output too
-    pipeline = Pipeline.__new__(Pipeline)
-    pipeline.stages, pipeline.single_item = stages, False
+    (tmp_path / "dvc.yaml").write_text((ROOT / "dvc.yaml").read_text())
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    pipeline = Pipeline(tmp_path)
+    assert pipeline.stages == stages
     needs = {stage.name: stage.needs for stage in pipeline.plan(["evaluate@gru-2", "compare"])}
     assert needs["evaluate@gru-2"] == {"tokenize", "train@gru-2", "tune@gru"}
     assert needs["train@gru-2"] == {"tokenize", "tune@gru"} and needs["tokenize"] == {"prepare"}
