@@ -20,8 +20,9 @@ from helpers.project import pipeline_env
 from nmtbench.cli import main
 from nmtbench.config import ConfigError, LaunchConfig, SlurmConfig, TrainConfig, parse_params
 from nmtbench.launch import launch
+from nmtbench.launch.dvcfile import Stage
 from nmtbench.launch.jobs import job_env, local_slots, slot_gpus, slurm_tasks, threads_per_job
-from nmtbench.launch.scheduler import LaunchLock, alive
+from nmtbench.launch.scheduler import LaunchLock, alive, preference_ranks
 
 # a fans out to b@1 and b@2, which c joins; b sleeps so that both b run at once
 TOY = """
@@ -222,6 +223,21 @@ def test_a_second_launch_in_one_workspace_refuses_in_one_line(tmp_path):
 ])
 def test_each_slot_sees_its_own_gpus(slot, gpus, per_job, expected):
     assert slot_gpus(slot, gpus, per_job) == expected
+
+
+def test_a_preferred_stage_brings_its_upstream_forward():
+    # a fresh workspace: nmtbench converge prefers lstm's train and evaluate; their tune stage, named nowhere, must
+    # start before rnn's, which dvc.yaml lists first
+    todo = [Stage("prepare", "", frozenset()),
+            Stage("tune@rnn", "", frozenset({"prepare"})), Stage("tune@lstm", "", frozenset({"prepare"})),
+            Stage("train@rnn-1", "", frozenset({"tune@rnn"})), Stage("train@lstm-1", "", frozenset({"tune@lstm"})),
+            Stage("evaluate@lstm-1", "", frozenset({"train@lstm-1"}))]
+    prefer = ["train@lstm-1", "evaluate@lstm-1", "train@rnn-1"]
+    assert preference_ranks(todo, prefer) == {"train@lstm-1": 0, "evaluate@lstm-1": 1, "train@rnn-1": 2,
+                                              "tune@lstm": 0, "tune@rnn": 2, "prepare": 0}
+    ordered = sorted(todo, key=lambda stage: preference_ranks(todo, prefer).get(stage.name, len(prefer)))
+    assert [stage.name for stage in ordered] == ["prepare", "tune@lstm", "train@lstm-1", "evaluate@lstm-1",
+                                                 "tune@rnn", "train@rnn-1"]
 
 
 def test_jobs_at_once_are_bounded_by_the_gpus():

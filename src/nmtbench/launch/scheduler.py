@@ -54,8 +54,8 @@ def launch(cfg: LaunchConfig, targets: list[str] | None = None, out=sys.stdout, 
             pipeline = DvcPipeline(root, single_item)
         todo = pipeline.plan(targets)
         if prefer:
-            rank = {name: index for index, name in enumerate(prefer)}
-            todo.sort(key=lambda stage: rank.get(stage.name, len(rank)))  # stable: the rest keep dvc.yaml's order
+            rank = preference_ranks(todo, prefer)
+            todo.sort(key=lambda stage: rank.get(stage.name, len(prefer)))  # stable: the rest keep dvc.yaml's order
         if not todo:
             print("nmtbench launch: every stage is up to date", file=out)
             return 0
@@ -64,6 +64,17 @@ def launch(cfg: LaunchConfig, targets: list[str] | None = None, out=sys.stdout, 
               f"{jobs.threads_per_job(cfg)} thread(s) each; logs in {folder / 'logs'}", file=out)
         deadline = None if time_limit is None else time.monotonic() + time_limit
         return Loop(cfg, root, kind, gpus, slots, executor, pipeline, todo, out, train, deadline).run()
+
+
+def preference_ranks(todo: list, prefer: list[str]) -> dict[str, int]:
+    """Each stage's place in `prefer`; a stage not named there takes the earliest place of the stages that wait on
+    it, so that the upstream of the first preferred stage (its tuning, say) starts before another's."""
+    rank = {name: index for index, name in enumerate(prefer)}
+    for stage in reversed(todo):  # upstream first in todo: every stage's waiters are ranked before it
+        for upstream in stage.needs:
+            if stage.name in rank:
+                rank[upstream] = min(rank.get(upstream, len(prefer)), rank[stage.name])
+    return rank
 
 
 class Loop:
