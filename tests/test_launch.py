@@ -214,7 +214,7 @@ def test_a_second_launch_in_one_workspace_refuses_in_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("slot, gpus, per_job, expected", [
-    (0, ["0", "1"], 0, []),
+    (0, ["0", "1"], 0, None),  # no GPUs handed out: the job inherits the launcher's
     (0, ["0", "1", "2", "3"], 1, ["0"]),
     (3, ["0", "1", "2", "3"], 1, ["3"]),
     (5, ["0", "1", "2", "3"], 1, ["1"]),  # packed: the second job on GPU 1
@@ -265,7 +265,9 @@ def test_threads_and_devices_of_a_job():
     assert threads_per_job(LaunchConfig(jobs=2, threads_per_job=3), cores=8) == 3
     assert job_env(2, ["1", "3"]) == {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "CUDA_VISIBLE_DEVICES": "1,3"}
     assert job_env(1, []) == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    assert "CUDA_VISIBLE_DEVICES" not in job_env(1, None)  # SLURM sets a job's GPUs
+    # none handed out (gpus_per_job 0), or SLURM setting a job's GPUs itself: the job inherits what it is given
+    assert "CUDA_VISIBLE_DEVICES" not in job_env(1, slot_gpus(0, ["0"], 0))
+    assert "CUDA_VISIBLE_DEVICES" not in job_env(1, None)
 
 
 @pytest.mark.parametrize("launch_block, message", [

@@ -143,11 +143,13 @@ def local_slots(cfg: LaunchConfig, gpus: list[str]) -> int:
     return min(cfg.jobs, groups * cfg.jobs_per_gpu)
 
 
-def slot_gpus(slot: int, gpus: list[str], gpus_per_job: int) -> list[str]:
+def slot_gpus(slot: int, gpus: list[str], gpus_per_job: int) -> list[str] | None:
     """The GPUs of the job in slot (0 .. local_slots - 1): slots go round the groups of gpus_per_job GPUs, so
-    every GPU gets a job before any gets two (jobs_per_gpu packs them)."""
+    every GPU gets a job before any gets two (jobs_per_gpu packs them). None with gpus_per_job 0: the launcher
+    hands out no GPUs, and the job sees those the launcher sees (an empty list would hide them all, and a packed
+    grid's `accelerator: gpu` trainings would find none)."""
     if not gpus_per_job:
-        return []
+        return None
     groups = len(gpus) // gpus_per_job
     group = slot % groups
     return gpus[group * gpus_per_job:(group + 1) * gpus_per_job]
