@@ -79,6 +79,17 @@ def test_train_writes_checkpoint_metrics_and_an_offline_wandb_run(project):
     assert min(val_losses) == pytest.approx(metrics["best_val_loss"], abs=1e-4)
 
 
+def test_the_learning_rate_is_logged_from_the_host_at_the_loggers_interval(project):
+    # LearningRateMonitor reads it off the optimizer (self.log would copy it to the GPU at every step); the loggers
+    # write every 10 steps: 8 epochs of 3 steps give steps 10 and 20, the warm-up's rise and then its decay
+    params = set_train_params(max_epochs=8, warmup_steps=12)
+    metrics = train(params, "tiny")
+    (run,) = Path("wandb").glob("offline-run-*")
+    rates = [r["train/lr"] for r in read_offline_run(run)["history"] if "train/lr" in r]
+    peak, warmup = params.train.lr, params.train.warmup_steps
+    assert metrics["steps"] == 24 and rates == pytest.approx([peak * 10 / warmup, peak * (warmup / 20) ** 0.5])
+
+
 def test_a_second_training_of_one_run_refuses_in_one_line(project, capsys, monkeypatch):
     """The lock beside the run's folder holds the trainer's pid; one left by a dead process is taken over, and under
     DDP only rank 0 takes it (the other ranks are its own processes)."""

@@ -15,6 +15,11 @@ from nmtbench.models.registry import build_model
 from nmtbench.training.checkpoints import run_fingerprint
 from nmtbench.training.loss import label_smoothed_nll
 
+# the learning rate's name in the loggers: train.py's LearningRateMonitor logs it from the optimizer's host-side
+# value, where self.log would copy a Python float to the GPU at every step, a host synchronisation (the GPU lane's
+# test_training_steps_never_wait_for_the_gpu found it)
+LR_METRIC = "train/lr"
+
 
 def inverse_sqrt_schedule(warmup_steps: int):
     """Multiplier of the peak rate: linear warmup to 1 at warmup_steps, then 1/sqrt decay (Vaswani et al.)."""
@@ -143,7 +148,6 @@ class TranslationModule(L.LightningModule):
         loss, _, tokens = self.loss(batch)
         self._new_tokens = self._new_tokens + tokens
         self.log("train/loss", loss, prog_bar=True, batch_size=batch["src"].size(0))
-        self.log("train/lr", self.optimizers().param_groups[0]["lr"], batch_size=batch["src"].size(0))
         # Lightning divides "loss" by accumulate_grad_batches before callbacks see it; the curve wants it whole
         return {"loss": loss, "batch_loss": loss.detach()}
 
@@ -190,9 +194,10 @@ class TranslationModule(L.LightningModule):
         if cfg.schedule == "plateau":
             plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, factor=0.5, patience=1)
             return {"optimizer": optimizer,
-                    "lr_scheduler": {"scheduler": plateau, "monitor": "val/loss", "interval": "epoch"}}
+                    "lr_scheduler": {"scheduler": plateau, "monitor": "val/loss", "interval": "epoch",
+                                     "name": LR_METRIC}}
         factors = {"inverse_sqrt": inverse_sqrt_schedule(cfg.warmup_steps),
                    "constant": lambda step: min(1.0, (step + 1) / max(cfg.warmup_steps, 1)),
                    "cosine": cosine_schedule(cfg.warmup_steps, self.trainer.estimated_stepping_batches)}
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factors[cfg.schedule])
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step", "name": LR_METRIC}}

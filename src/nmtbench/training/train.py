@@ -11,7 +11,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint, Timer, TQDMProgressBar
+from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, ModelCheckpoint, Timer, TQDMProgressBar
 from lightning.pytorch.utilities import rank_zero_only
 
 from nmtbench.config import ConfigError, Params
@@ -106,6 +106,8 @@ def fit(params: Params, paths: RunPaths, vocab: dict, tokenized_dir: Path, start
     curve = LearningCurve(paths.learning_curve, flop_budget)
     # the bar reads the logged loss off the device: every 10 steps, like the loggers, not at every step
     callbacks = [checkpoint, curve, flop_budget, ValidateLastStep(), EpochProgressBar(refresh_rate=10)]
+    if logger:  # the learning rate, module.LR_METRIC, at each scheduler's interval
+        callbacks.append(LearningRateMonitor(logging_interval=None))
     if cfg.checkpoint_every_steps:
         callbacks.append(ModelCheckpoint(dirpath=unfinished, filename="last",
                                          every_n_train_steps=cfg.checkpoint_every_steps, enable_version_counter=False))
