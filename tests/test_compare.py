@@ -45,6 +45,8 @@ def write_run(root, name, seed, hypotheses, lang=None):
     train = {"params": params, "train_seconds": seconds + seed, "train_tokens_per_s": tokens_per_s,
              "best_val_loss": val_loss + seed / 100, "best_val_bleu": val_bleu and val_bleu + seed,
              "best_val_ppl": 2.0, "steps": 1200, "epochs": 10, "target_tokens": 10_000,
+             "train_flops": 3.0e12 * seed, "stopped_by": "early_stopping" if seed == 1 else "budget",
+             "best_epoch": 6.0 + seed, "best_step": 720 + 120 * seed, "best_train_flops": 2.0e12 * seed,
              "provenance": stamp(600.0 + seed)}
     evals = {SPLIT: {**score(hypotheses, REFERENCES, lang), "sentences": 5, "decode_seconds": 0.5,
                      "sentences_per_s": 10.0, "beam": 5,
@@ -102,6 +104,35 @@ def test_comparison_markdown_table(root):
                         f"| [0.00, {test['mean'] + test['ci']:.2f}] | {rnn['bleu_lc']:.2f} "
                         f"| {rnn['chrf']:.2f} | {rnn['ter']:.2f} |")
     assert lines[5] == "One seed (1)."
+
+
+def test_the_training_to_the_best_checkpoint_per_model_over_seeds(root):
+    result = run_compare(root, [1, 2])
+    row = result["models"]["transformer"]
+    assert row["stopped_by"] == {"1": "early_stopping", "2": "budget"}
+    assert row["best_step"] == {"mean": 900, "sd": 84.8528, "per_seed": {"1": 840, "2": 960}}
+    assert row["best_train_flops"]["per_seed"] == {"1": 2.0e12, "2": 4.0e12}
+    lines = (root / "results" / "comparison.md").read_text().split("## Training to the best checkpoint\n\n")[1]
+    assert lines.splitlines()[:4] == [
+        "| Model | Stopped by | Epochs | Updates | Best at epoch | Updates to best | Training FLOPs to best "
+        "| Training FLOPs in all |",
+        "|:---|:---|---:|---:|---:|---:|---:|---:|",
+        "| transformer | early_stopping / budget | 10 ± 0 | 1200 ± 0 | 7.5 ± 0.7 | 900 ± 85 | 3e+12 ± 1.4e+12 "
+        "| 4.5e+12 ± 2.1e+12 |",
+        "| rnn (baseline) | early_stopping / budget | 10 ± 0 | 1200 ± 0 | 7.5 ± 0.7 | 900 ± 85 | 3e+12 ± 1.4e+12 "
+        "| 4.5e+12 ± 2.1e+12 |"]
+
+
+def test_runs_trained_before_the_best_checkpoint_was_recorded_show_dashes(root):
+    path = root / "metrics" / "transformer" / "seed1" / "train.json"
+    train = json.loads(path.read_text())
+    for key in ("stopped_by", "best_epoch", "best_step", "best_train_flops", "train_flops"):
+        del train[key]
+    path.write_text(json.dumps(train))
+    result = run_compare(root, [1])
+    assert result["models"]["transformer"]["stopped_by"] == {"1": None}
+    table = (root / "results" / "comparison.md").read_text().split("## Training to the best checkpoint\n\n")[1]
+    assert table.splitlines()[2] == "| transformer | - | 10 | 1200 | - | - | - | - |"
 
 
 def test_one_seed_has_no_sd(root):

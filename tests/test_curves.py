@@ -1,4 +1,6 @@
-from nmtbench.training.curves import LearningCurve
+import pytest
+
+from nmtbench.training.curves import LearningCurve, best_validation
 
 
 class Clock:
@@ -30,3 +32,10 @@ def test_learning_curve_state_round_trips_and_its_clock_continues(tmp_path):
     restarted.now += 2.5
     assert resumed.state_dict()["elapsed"] == resumed.elapsed == 7.5  # the five seconds before the restart, 2.5 after
     assert LearningCurve(tmp_path / "other.csv", None, clock=clock).state_dict()["elapsed"] == 0.0  # never started
+
+
+@pytest.mark.parametrize("metric, step", [("bleu", 20), ("loss", 30)])
+def test_the_best_validation_is_the_first_of_the_best_score_by_the_stopping_metric(metric, step):
+    rows = [{"step": 10, "val_bleu": 5.0, "val_loss": 3.0}, {"step": 20, "val_bleu": 9.5, "val_loss": 2.5},
+            {"step": 30, "val_bleu": 9.5, "val_loss": 2.25}, {"step": 40, "val_bleu": 7.0, "val_loss": 2.25}]
+    assert best_validation(rows, metric)["step"] == step  # a tie keeps the first, as ModelCheckpoint does

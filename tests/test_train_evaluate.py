@@ -61,7 +61,7 @@ def test_train_writes_checkpoint_metrics_and_an_offline_wandb_run(project):
     metrics = train(project, "tiny")
     assert set(metrics) == {"params", "train_seconds", "train_tokens_per_s", "best_val_loss", "best_val_ppl",
                             "best_val_bleu", "steps", "epochs", "target_tokens", "train_flops", "precision",
-                            "stopped_by"}
+                            "stopped_by", "best_epoch", "best_step", "best_train_flops"}
     assert metrics["epochs"] == 2 and metrics["steps"] > 0 and metrics["precision"] == "32-true"
     assert metrics["stopped_by"] == "max_epochs"
     saved = json.loads(open("metrics/tiny/seed42/train.json").read())
@@ -146,6 +146,9 @@ def test_val_bleu_drives_early_stopping_and_the_best_checkpoint(project, make_da
     assert metrics["best_val_loss"] == min(row["val_loss"] for row in rows)
     saved = torch.load("models/tiny/seed42/best.ckpt", weights_only=False)["callbacks"]["LearningCurve"]["rows"]
     assert [row["step"] for row in saved] == [row["step"] for row in rows[: best + 1]]  # a resume continues the curve
+    # train.json names the validation best.ckpt holds: the last row its saved curve has
+    assert (metrics["best_epoch"], metrics["best_step"], metrics["best_train_flops"]) == (
+        rows[best]["epoch"], saved[-1]["step"], rows[best]["train_flops"])
 
     tokenizer = Tokenizer("data/tokenized")
     val = load_tokenized("data/tokenized")["val"]

@@ -36,8 +36,9 @@ from nmtbench.provenance import stamp
 from nmtbench.runs import RESULTS, RunPaths, tuned_file
 
 TRAIN_KEYS = ("params", "train_seconds", "train_tokens_per_s", "best_val_loss", "steps", "target_tokens")
-# Absent from runs trained before validation BLEU existed, null when it was switched off: a dash in the table.
-OPTIONAL_TRAIN_KEYS = ("best_val_bleu",)
+# Absent from runs trained before validation BLEU existed, null when it was switched off, and the training to the
+# best checkpoint absent from runs trained before train.json recorded it: a dash in the tables.
+OPTIONAL_TRAIN_KEYS = ("best_val_bleu", "epochs", "train_flops", "best_epoch", "best_step", "best_train_flops")
 EVAL_KEYS = (*SCORES, *(f"{key}_signature" for key in SCORES), "sentences_per_s", "hypotheses_sha256")
 BUDGET_FRACTIONS = (0.25, 0.5, 1.0)  # where the ranking across compute is read off the learning curves
 
@@ -117,10 +118,13 @@ def training_rows(grid: Grid, external: dict) -> dict[str, dict]:
     """Each model's size and training figures over seeds, then each outside system's row, which has none."""
     models = {name: {"params": grid.train[name, grid.seeds[0]]["params"], "external": False,
                      **{key: _spread([grid.train[name, seed].get(key) for seed in grid.seeds], grid.seeds)
-                        for key in (*TRAIN_KEYS[1:], *OPTIONAL_TRAIN_KEYS)}}
+                        for key in (*TRAIN_KEYS[1:], *OPTIONAL_TRAIN_KEYS)},
+                     # why each seed's run ended (train.json's stopped_by; None from before it was recorded)
+                     "stopped_by": {str(seed): grid.train[name, seed].get("stopped_by") for seed in grid.seeds}}
               for name in grid.names}
     # an outside system is one run, the same against every seed's baseline: no size, cost or training to show
-    models.update({name: {"params": None, "external": True, **dict.fromkeys((*TRAIN_KEYS[1:], *OPTIONAL_TRAIN_KEYS))}
+    models.update({name: {"params": None, "external": True,
+                          **dict.fromkeys((*TRAIN_KEYS[1:], *OPTIONAL_TRAIN_KEYS, "stopped_by"))}
                    for name in external})
     return models
 

@@ -17,7 +17,11 @@ def markdown(comparison: dict) -> str:
     """The comparison as Markdown: the main table, BLEU by source length, example translations, signatures."""
     splits, seeds = comparison["splits"], comparison["seeds"]
     seeds_line, *notes = comparison_notes(comparison)
-    lines = [main_table(comparison).markdown(), "", seeds_line, "", *(f"- {note}" for note in notes)]
+    lines = [main_table(comparison).markdown(), "", seeds_line, "", *(f"- {note}" for note in notes),
+             "", "## Training to the best checkpoint", "", training_table(comparison).markdown(), "",
+             "- Stopped by: train.json's `stopped_by` (early_stopping: patience spent; budget: its FLOPs or time; "
+             "max_epochs: the ceiling, not converged). Best: the validation the best checkpoint holds, by "
+             "train.early_stopping_metric. Training FLOPs: train.budget's count (docs/training.md)."]
     for split in splits:
         lines += ["", f"## BLEU by source length in words: {split}", "", length_table(comparison, split).markdown()]
 
@@ -82,6 +86,17 @@ def main_table(comparison: dict) -> Table:
                       _cell(row[split]["ter"])]
         rows.append(cells)
     return Table(header, rows, "l" + "r" * (len(header) - 1))
+
+
+def training_table(comparison: dict) -> Table:
+    """Per model: why its runs stopped, how long they trained, and how far in the kept checkpoint was."""
+    header = ["Model", "Stopped by", "Epochs", "Updates", "Best at epoch", "Updates to best", "Training FLOPs to best",
+              "Training FLOPs in all"]
+    rows = [[_model(name, comparison), _distinct(str(why or "-") for why in (row["stopped_by"] or {}).values()) or "-",
+             _cell(row["epochs"], 0), _cell(row["steps"], 0), _cell(row["best_epoch"], 1), _cell(row["best_step"], 0),
+             _flops(row["best_train_flops"]), _flops(row["train_flops"])]
+            for name, row in comparison["models"].items() if not row.get("external")]
+    return Table(header, rows, "ll" + "r" * (len(header) - 2))
 
 
 def comparison_notes(comparison: dict) -> list[str]:
@@ -269,6 +284,13 @@ def _cell(spread: dict | None, digits: int = 2) -> str:
         return "-"
     text = f"{spread['mean']:.{digits}f}"
     return text if spread["sd"] is None else f"{text} ± {spread['sd']:.{digits}f}"
+
+
+def _flops(spread: dict | None) -> str:
+    """Training FLOPs to 3 significant digits, ± sd over seeds; a dash where a run did not record them."""
+    if spread is None:
+        return "-"
+    return f"{spread['mean']:.3g}" + ("" if spread["sd"] is None else f" ± {spread['sd']:.2g}")
 
 
 def _mean_duration(seconds: dict | None) -> str:

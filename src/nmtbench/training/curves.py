@@ -35,6 +35,14 @@ CURVE_COLUMNS = ("step", "epoch", "wall_seconds", "target_tokens", "train_flops"
 GREEDY = DecodeConfig(beam=1)
 
 
+def best_validation(rows: list[dict], metric: str) -> dict:
+    """The curve's row of the validation the best checkpoint holds: the first with the highest val BLEU (metric
+    "bleu") or the lowest val loss ("loss"), as ModelCheckpoint keeps the first of equal scores. Read off the rows'
+    rounded scores (2 decimals of BLEU, 4 of loss): two validations equal there but not unrounded name the first."""
+    column, sign = {"bleu": ("val_bleu", -1), "loss": ("val_loss", 1)}[metric]
+    return min((row for row in rows if row[column] != ""), key=lambda row: sign * float(row[column]))
+
+
 class ValidationBleu(L.Callback):
     """Greedy translations of the given val sources, scored with sacreBLEU against the raw references.
 

@@ -26,7 +26,7 @@ from nmtbench.tracking import finish_run, make_wandb_logger, run_tags
 from nmtbench.training.allocator import reuse_freed_memory
 from nmtbench.training.budget import FlopBudget, ValidateLastStep, budget_limits
 from nmtbench.training.checkpoints import AtomicCheckpointIO, average_state_dicts, resumable_checkpoint
-from nmtbench.training.curves import LearningCurve, ValidationBleu
+from nmtbench.training.curves import LearningCurve, ValidationBleu, best_validation
 from nmtbench.training.module import TranslationModule
 from nmtbench.training.precision import (
     detect_hardware,
@@ -153,6 +153,7 @@ def fit(params: Params, paths: RunPaths, vocab: dict, tokenized_dir: Path, start
 
     best = min(row["val_loss"] for row in curve.rows)
     bleus = [row["val_bleu"] for row in curve.rows if row["val_bleu"] != ""]
+    kept = best_validation(curve.rows, cfg.early_stopping_metric)  # the validation best.ckpt holds
     metrics = {
         "params": module.model.num_parameters(),
         "train_seconds": round(wall, 2),
@@ -164,6 +165,7 @@ def fit(params: Params, paths: RunPaths, vocab: dict, tokenized_dir: Path, start
         "epochs": trainer.current_epoch,
         "target_tokens": module.target_tokens,
         "train_flops": flop_budget.spent,
+        "best_epoch": kept["epoch"], "best_step": kept["step"], "best_train_flops": kept["train_flops"],
         "precision": precision,
         "stopped_by": stopped_by(trainer, early_stopping, flop_budget),
     }
