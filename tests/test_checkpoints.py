@@ -26,20 +26,24 @@ def test_the_fingerprint_changes_with_model_train_and_vocabulary_only():
     assert fingerprint != run_fingerprint(BLOCK, TRAIN, "abc", 2)
 
 
-def test_the_epoch_ceiling_is_not_part_of_the_fingerprint_unless_a_cosine_schedule_stretches_over_it():
+def test_the_epoch_ceiling_and_the_budget_are_not_part_of_the_fingerprint_unless_a_cosine_schedule_stretches():
     fingerprint = run_fingerprint(BLOCK, {**TRAIN, "max_epochs": 30}, "abc", 1)
     assert fingerprint == run_fingerprint(BLOCK, {**TRAIN, "max_epochs": 100}, "abc", 1) == run_fingerprint(
         BLOCK, TRAIN, "abc", 1)
+    assert fingerprint == run_fingerprint(BLOCK, {**TRAIN, "budget": {"kind": "time", "value": 399}}, "abc", 1) \
+        == run_fingerprint(BLOCK, {**TRAIN, "budget": {"kind": "flops", "value": 3.3e13}}, "abc", 1)
     cosine = {**TRAIN, "schedule": "cosine"}
     assert run_fingerprint(BLOCK, {**cosine, "max_epochs": 30}, "abc", 1) != run_fingerprint(
         BLOCK, {**cosine, "max_epochs": 100}, "abc", 1)
-    # checkpoints written before kept the ceiling in theirs: the module accepts both
-    train = {"lr": 0.001, "max_epochs": 30}
-    legacy = run_fingerprint(BLOCK, train, "abc", 1, with_ceiling=True)
-    assert legacy != run_fingerprint(BLOCK, train, "abc", 1)
+    # checkpoints written before kept the budget in theirs, and earlier ones the ceiling too: the module accepts all
+    train = {"lr": 0.001, "max_epochs": 30, "budget": {"kind": "time", "value": 399}}
+    with_budget = run_fingerprint(BLOCK, train, "abc", 1, earlier="budget")
+    with_ceiling = run_fingerprint(BLOCK, train, "abc", 1, earlier="ceiling")
+    assert len({run_fingerprint(BLOCK, train, "abc", 1), with_budget, with_ceiling}) == 3
+    assert with_budget == run_fingerprint(BLOCK, {**train, "max_epochs": 5}, "abc", 1, earlier="budget")
     vocab = {"size": 20, "pad": 0, "unk": 1, "bos": 2, "eos": 3, "sha256": "abc"}
     module = TranslationModule("m", BLOCK, vocab, train, 1)
-    assert module.resumable_fingerprints == (run_fingerprint(BLOCK, train, "abc", 1), legacy)
+    assert module.resumable_fingerprints == (run_fingerprint(BLOCK, train, "abc", 1), with_budget, with_ceiling)
 
 
 def test_a_run_is_fingerprinted_by_both_vocabularies_and_a_joint_one_as_before():

@@ -79,6 +79,10 @@ def test_what_is_left_is_read_from_the_runs_files_and_timed_from_the_epochs_meas
                          "training left at 2 at once (10 epochs a run, from the runs here that stopped early)")
     assert table[-1].startswith("reached max_epochs before early stopping (not converged): ceiling; raise "
                                 "models.<model>.train.max_epochs")
+    write_run(tmp_path, "kin", {"epochs": 4, "train_seconds": 399.0, "best_val_bleu": 15.0, "stopped_by": "budget"})
+    assert status_table(progress(params, tmp_path), jobs=2).splitlines()[-1] == (
+        "reached budget before early stopping (not converged): kin; raise models.<model>.train.budget.value in "
+        "params.yaml and run again to continue them")
 
 
 def test_before_any_run_stops_early_an_assumed_epoch_count_is_said_and_unmeasured_runs_are_not_guessed(tmp_path):

@@ -504,6 +504,26 @@ def test_a_run_that_reaches_its_ceiling_before_early_stopping_continues_when_the
                         checkpoint_state(tmp_path / "whole/models/tiny/seed42/best.ckpt"))
 
 
+def test_a_run_that_spends_its_budget_before_early_stopping_continues_when_the_budget_is_raised(
+        project, tmp_path, monkeypatch, capfd):
+    """Not converged when its FLOP budget ends it at epoch 2 (the budget the uninterrupted run had spent there): it
+    keeps its last checkpoint; with the budget lifted it goes on to the uninterrupted run's result. A time budget
+    is the same mechanism, raised across the calls of a GPU grid (docs/gpu.md)."""
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    params = set_train_params(early_stopping_patience=10, deterministic=True, max_epochs=3)
+    whole = train(params, "tiny", root=tmp_path / "whole")
+    _, rows = read_curve(tmp_path / "whole/metrics/tiny/seed42/learning_curve.csv")
+    capfd.readouterr()
+    spent = train(set_train_params(budget={"kind": "flops", "value": rows[1]["train_flops"]}), "tiny")
+    assert (spent["stopped_by"], spent["epochs"], spent["steps"]) == ("budget", 2, rows[1]["step"])
+    assert f"tiny reached its flops budget ({rows[1]['train_flops']:g}) before early stopping" in capfd.readouterr().err
+    resumed = train(set_train_params(budget={"kind": "none", "value": None}), "tiny")
+    assert f"resuming models/tiny/seed42/unfinished/last.ckpt at step {spent['steps']}" in capfd.readouterr().err
+    assert without_timings(resumed) == without_timings(whole)
+    assert_same_tensors(checkpoint_state("models/tiny/seed42/best.ckpt"),
+                        checkpoint_state(tmp_path / "whole/models/tiny/seed42/best.ckpt"))
+
+
 def test_a_run_stopped_by_its_ceiling_without_early_stopping_keeps_nothing_to_resume(project, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "disabled")
     assert train(set_train_params(max_epochs=1), "tiny")["stopped_by"] == "max_epochs"

@@ -44,13 +44,21 @@ class Run:
         return ".".join(path)
 
 
-def run_description(block: dict, train: dict, vocab: str, seed: int, with_ceiling: bool = False) -> dict:
+# What a run's description once held and no longer does, newest first: checkpoints written then still resume.
+# "budget": the budget was described (before it was left out); "ceiling": the epoch ceiling was too.
+EARLIER_DESCRIPTIONS = ("budget", "ceiling")
+
+
+def run_description(block: dict, train: dict, vocab: str, seed: int, earlier: str | None = None) -> dict:
     """Everything that decides a run's result (vocab: tokenizer.vocab_id of the vocabularies), which its fingerprint
-    hashes (training.checkpoints.run_fingerprint). The epoch ceiling decides only where a run ends, unless a cosine
-    schedule stretches over it, so it is left out: a run that reached its max_epochs continues when it is raised.
-    with_ceiling: as checkpoints written before that described their run."""
-    if not with_ceiling and train.get("schedule") != "cosine":
-        train = {key: value for key, value in train.items() if key != "max_epochs"}
+    hashes (training.checkpoints.run_fingerprint). The epoch ceiling and the budget (time or FLOPs) decide only where
+    a run ends, unless a cosine schedule stretches over the ceiling, so they are left out: a run that reached its
+    max_epochs or its budget before early stopping continues when that is raised. earlier: one of
+    EARLIER_DESCRIPTIONS, the description as checkpoints written before then had it."""
+    left_out = {None: {"max_epochs", "budget"}, "budget": {"max_epochs"}, "ceiling": set()}[earlier]
+    if train.get("schedule") == "cosine":
+        left_out = left_out - {"max_epochs"}
+    train = {key: value for key, value in train.items() if key not in left_out}
     return {"model": block, "train": train, "vocab": vocab, "seed": seed}
 
 

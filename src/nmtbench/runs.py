@@ -13,6 +13,10 @@ from pathlib import Path
 MODELS, METRICS, RESULTS = Path("models"), Path("metrics"), Path("results")
 TUNING, TUNED = Path("tuning"), Path("tuned")
 
+# why a run meant to stop early can end before it and go on when that limit is raised (neither limit is part of the
+# run's fingerprint): its train.json stopped_by -> the train key to raise
+RAISABLE = {"max_epochs": "max_epochs", "budget": "budget.value"}
+
 
 def tuned_file(model: str, root: Path = Path(".")) -> Path:
     """The winning params of the model's tuning, which its train stages use (nmtbench.training.tuning)."""

@@ -20,7 +20,7 @@ from nmtbench.config import LaunchConfig, Params
 from nmtbench.evaluation.compute import ranking_flip, swap_text
 from nmtbench.files import lock_owner, write_bytes
 from nmtbench.launch.scheduler import FOLDER, alive
-from nmtbench.runs import RunPaths
+from nmtbench.runs import RAISABLE, RunPaths
 
 # epochs a run is assumed to take until one in the workspace has stopped early: the 2 x 2 converged in 18 to 23
 # (docs/results/2026-11-26-converged-2x2-cpu.md)
@@ -133,11 +133,12 @@ def status_table(runs: list[RunProgress], jobs: int) -> str:
     basis = "" if not left else (f" ({expected} epochs a run, from the runs here that stopped early)"
                                  if any(run.stopped_by == "early_stopping" for run in runs)
                                  else f" ({expected} epochs a run assumed until one stops early)")
-    ceiling = [run.model for run in runs if run.stopped_by == "max_epochs"]
     lines.append(", ".join(f"{count} {state}" for state, count in counts.items()) + f"; {estimate}{basis}")
-    if ceiling:
-        lines.append(f"reached max_epochs before early stopping (not converged): {', '.join(ceiling)}; raise "
-                     "models.<model>.train.max_epochs in params.yaml and run again to continue them")
+    for why, key in RAISABLE.items():
+        stopped = [run.model for run in runs if run.stopped_by == why]
+        if stopped:
+            lines.append(f"reached {why} before early stopping (not converged): {', '.join(stopped)}; raise "
+                         f"models.<model>.train.{key} in params.yaml and run again to continue them")
     return "\n".join(lines)
 
 

@@ -32,11 +32,11 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         write_bytes(Path(path), buffer.getvalue())
 
 
-def run_fingerprint(block: dict, train: dict, vocab: str, seed: int, with_ceiling: bool = False) -> str:
+def run_fingerprint(block: dict, train: dict, vocab: str, seed: int, earlier: str | None = None) -> str:
     """sha256 of everything that decides a run's result (loading.run_description, which evaluation reads too): two
-    runs with the same one may continue each other. with_ceiling: the fingerprint as checkpoints written before the
-    epoch ceiling was left out had it, so they still resume."""
-    described = json.dumps(run_description(block, train, vocab, seed, with_ceiling), sort_keys=True, default=str)
+    runs with the same one may continue each other. earlier: the fingerprint as checkpoints of an earlier
+    description had it (loading.EARLIER_DESCRIPTIONS), so they still resume."""
+    described = json.dumps(run_description(block, train, vocab, seed, earlier), sort_keys=True, default=str)
     return hashlib.sha256(described.encode()).hexdigest()
 
 

@@ -9,7 +9,7 @@ import torch
 
 from nmtbench.config import TrainConfig
 from nmtbench.data.tokenizer import vocab_id
-from nmtbench.loading import model_vocab
+from nmtbench.loading import EARLIER_DESCRIPTIONS, model_vocab
 from nmtbench.models.interface import SourceLengths
 from nmtbench.models.registry import build_model
 from nmtbench.training.checkpoints import run_fingerprint
@@ -70,10 +70,12 @@ class TranslationModule(L.LightningModule):
         return run_fingerprint(self.hparams.block, self.hparams.train, vocab_id(self.hparams.vocab), self.hparams.seed)
 
     @property
-    def resumable_fingerprints(self) -> tuple[str, str]:
-        """This run's fingerprint, and the one its checkpoints had before the epoch ceiling was left out of it."""
-        return self.fingerprint, run_fingerprint(self.hparams.block, self.hparams.train, vocab_id(self.hparams.vocab),
-                                                 self.hparams.seed, with_ceiling=True)
+    def resumable_fingerprints(self) -> tuple[str, ...]:
+        """This run's fingerprint, and those its checkpoints had before the budget and the epoch ceiling were left
+        out of it."""
+        return self.fingerprint, *(run_fingerprint(self.hparams.block, self.hparams.train,
+                                                   vocab_id(self.hparams.vocab), self.hparams.seed, earlier)
+                                   for earlier in EARLIER_DESCRIPTIONS)
 
     def loss(self, batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Label-smoothed cross-entropy per target token, padding ignored; also the plain (unsmoothed) sum

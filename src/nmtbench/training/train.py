@@ -21,7 +21,7 @@ from nmtbench.files import PidLock, write_json
 from nmtbench.loading import read_vocab
 from nmtbench.models.registry import model_config
 from nmtbench.provenance import stamp
-from nmtbench.runs import RunPaths
+from nmtbench.runs import RAISABLE, RunPaths
 from nmtbench.tracking import finish_run, make_wandb_logger, run_tags
 from nmtbench.training.allocator import reuse_freed_memory
 from nmtbench.training.budget import FlopBudget, ValidateLastStep, budget_limits
@@ -169,8 +169,9 @@ def fit(params: Params, paths: RunPaths, vocab: dict, tokenized_dir: Path, start
         "precision": precision,
         "stopped_by": stopped_by(trainer, early_stopping, flop_budget),
     }
-    # a run meant to stop early that reached its ceiling first is not converged: it keeps what it needs to go on
-    unconverged = early_stopping is not None and metrics["stopped_by"] == "max_epochs"
+    # a run meant to stop early that reached its ceiling or its budget first is not converged: it keeps what it needs
+    # to go on when that is raised (neither is part of the run's fingerprint)
+    unconverged = early_stopping is not None and metrics["stopped_by"] in RAISABLE
     if unconverged:
         trainer.save_checkpoint(unfinished / "last.ckpt")  # every process: under DDP saving is collective
     if not trainer.is_global_zero:  # with data parallelism, one process writes the results
@@ -185,8 +186,11 @@ def fit(params: Params, paths: RunPaths, vocab: dict, tokenized_dir: Path, start
     if logger:
         finish_run(logger.experiment, metrics, provenance)
     if unconverged:
-        print(f"nmtbench train: {name} reached max_epochs ({cfg.max_epochs}) before early stopping, so it has not "
-              f"converged; raise models.{name}.train.max_epochs and train again to continue it from "
+        key = RAISABLE[metrics["stopped_by"]]
+        reached = (f"max_epochs ({cfg.max_epochs})" if key == "max_epochs" else
+                   f"its {cfg.budget.kind} budget ({cfg.budget.value:g})")
+        print(f"nmtbench train: {name} reached {reached} before early stopping, so it has not "
+              f"converged; raise models.{name}.train.{key} and train again to continue it from "
               f"{unfinished / 'last.ckpt'}", file=sys.stderr)
     else:
         shutil.rmtree(unfinished, ignore_errors=True)  # finished: nothing left to resume
