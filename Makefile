@@ -75,7 +75,8 @@ gpu-commit: $(VENV)/.installed ## before each GPU call: .gpu-bundle/COMMIT, the 
 	python tools/gpu_bundle.py --commit-only
 
 # The plan's two calls (docs/gpu.md): GPU_CALL=1, at most 9 minutes: setup, the GPU tests, the grid to convergence;
-# GPU_CALL=2 straight after: setup, the papers' two recipes, in GPU_CHECK_SECONDS (the device time left less 40 s)
+# GPU_CALL=2 straight after: setup, then more time for the grid's runs its budget stopped, in GPU_CHECK_SECONDS (the
+# device time left less 40 s); the papers' recipes: tools/gpu_check.sh published, a call of their own
 GPU_CALL ?= 1
 gpu-check: ## on a GPU machine without network, call GPU_CALL=1 or 2 of the plan: install .gpu-bundle, then its parts, each timed, all into the folder OUT
 	GPU_CALL=$(GPU_CALL) tools/gpu_check.sh

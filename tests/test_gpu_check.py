@@ -39,6 +39,23 @@ def test_a_part_without_time_left_is_not_started(tmp_path):
 
 
 @pytest.mark.slow
+def test_more_without_a_grid_on_this_machine_says_so_and_one_after_it_packs_the_grid(tmp_path):
+    done, out = gpu_check(tmp_path, "more", GPU_CHECK_SECONDS="100")
+    assert done.returncode == 0 and "more: not run, no grid part ran on this machine before" in (
+        out / "summary.txt").read_text()
+    (tmp_path / "work" / "grid" / "metrics").mkdir(parents=True)  # as the grid part of an earlier call left it
+    (tmp_path / "work" / "grid" / "part.log").write_text("the grid part's log\n")
+    stand_in = tmp_path / "python"
+    stand_in.write_text("#!/bin/sh\necho \"more: $*\"\n")
+    stand_in.chmod(0o755)
+    done, out = gpu_check(tmp_path, "more", GPU_CHECK_SECONDS="100", PYTHON=str(stand_in))
+    assert "more: passed" in (out / "summary.txt").read_text()
+    with tarfile.open(out / "grid.tar.gz") as packed:  # the grid's folder and log, the earlier call's lines kept
+        log = packed.extractfile("grid/part.log").read().decode().splitlines()
+    assert log[0] == "the grid part's log"
+    assert log[1].startswith(f"more: -m nmtbench timed-grid-more {tmp_path}/work/grid")
+
+
 def test_a_part_past_its_limit_is_cut_and_what_it_wrote_comes_back(tmp_path):
     hanging = tmp_path / "python"
     hanging.write_text("#!/bin/sh\necho 'started, then hanging'\nsleep 300\n")
@@ -55,14 +72,14 @@ def test_a_part_past_its_limit_is_cut_and_what_it_wrote_comes_back(tmp_path):
 def test_each_call_of_the_plan_runs_its_parts_and_a_wrong_call_or_part_is_refused(tmp_path):
     done, out = gpu_check(tmp_path, GPU_CALL="2", GPU_CHECK_SECONDS="40")
     summary = (out / "summary.txt").read_text()
-    assert done.returncode == 0 and "parts setup published; GPU, 40 s in all" in summary
-    assert re.search(r"setup: not run, 2\d s left\npublished: not run", summary)
+    assert done.returncode == 0 and "parts setup more; GPU, 40 s in all" in summary
+    assert re.search(r"setup: not run, 2\d s left\nmore: not run", summary)
     done, out = gpu_check(tmp_path, GPU_CALL="3")
     assert done.returncode == 2 and done.stderr == "gpu_check: GPU_CALL=3: expected 1 (setup tests grid) or 2 " \
-                                                   "(setup published)\n"
+                                                   "(setup more)\n"
     done, _ = gpu_check(tmp_path / "misspelt", "setup", "gird")
     assert done.returncode == 2 and done.stderr == "gpu_check: no part 'gird': expected setup, tests, grid, " \
-                                                   "published or probe\n"
+                                                   "more, published or probe\n"
     assert not (tmp_path / "misspelt").exists()  # refused before anything is written
 
 

@@ -40,6 +40,36 @@ def test_each_training_gets_its_share_of_the_call(seconds, runs, jobs, expected)
     assert timed.training_seconds(seconds, runs, jobs) == expected
 
 
+def test_more_time_goes_to_the_runs_their_budget_stopped_and_raises_the_budget_by_their_share(tmp_path, monkeypatch):
+    """a: its budget ended it and kept its last checkpoint; b: stopped by early stopping; c: never trained. a and c go
+    on (train, then evaluate again), b is left alone; the budget rises by the share of 2 runs, 2 at once."""
+    params = {"models": {"a": {}, "b": {}, "c": {}}, "seeds": [1],
+              "train": {"budget": {"kind": "time", "value": 399}, "early_stopping_patience": 3}}
+    (tmp_path / "params.grid.yaml").write_text(yaml.safe_dump(params))  # as compare_finished left it
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({**params, "models": {"b": {}}}))
+    for model, why in (("a", "budget"), ("b", "early_stopping")):
+        metrics = tmp_path / "metrics" / model / "seed1"
+        metrics.mkdir(parents=True)
+        (metrics / "train.json").write_text(json.dumps({"stopped_by": why}))
+        (metrics / "eval.json").write_text("{}")
+        (tmp_path / "models" / model / "seed1" / "unfinished").mkdir(parents=True)
+        (tmp_path / "models" / model / "seed1" / "unfinished" / "last.ckpt").write_text("")
+    launched = []
+
+    def launch(folder, targets, jobs, seconds):
+        launched.append((targets, jobs, [(folder / "metrics" / m / "seed1" / "train.json").exists() for m in "abc"]))
+
+    monkeypatch.setattr(timed, "launched", launch)
+    monkeypatch.setattr(timed, "compare_finished", lambda *args: False)
+    assert timed.more_grid(tmp_path, 400, jobs=2) == 1  # a and c were not evaluated here: the fake ran nothing
+    assert launched == [(["train@a-1", "evaluate@a-1", "train@c-1", "evaluate@c-1"], 2, [False, True, False])]
+    share = timed.training_seconds(400, 2, 2)
+    raised = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    assert list(raised["models"]) == ["a", "b", "c"] and raised["train"]["budget"] == {"kind": "time",
+                                                                                      "value": 399 + share}
+    assert json.loads((tmp_path / timed.SUMMARY).read_text())["train_budget_seconds"] == 399 + share
+
+
 def test_the_probe_chooses_the_most_tokens_through_the_gpu_and_fewer_jobs_on_a_tie():
     probe = {1: {"total_tokens_per_s": 50_000}, 4: {"total_tokens_per_s": 150_000},
              8: {"total_tokens_per_s": 140_000}}

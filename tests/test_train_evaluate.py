@@ -504,19 +504,24 @@ def test_a_run_that_reaches_its_ceiling_before_early_stopping_continues_when_the
                         checkpoint_state(tmp_path / "whole/models/tiny/seed42/best.ckpt"))
 
 
+@pytest.mark.parametrize("within_epoch", [False, True])
 def test_a_run_that_spends_its_budget_before_early_stopping_continues_when_the_budget_is_raised(
-        project, tmp_path, monkeypatch, capfd):
-    """Not converged when its FLOP budget ends it at epoch 2 (the budget the uninterrupted run had spent there): it
-    keeps its last checkpoint; with the budget lifted it goes on to the uninterrupted run's result. A time budget
-    is the same mechanism, raised across the calls of a GPU grid (docs/gpu.md)."""
+        project, tmp_path, monkeypatch, capfd, within_epoch):
+    """Not converged when its FLOP budget ends it, at epoch 2's end or within epoch 2 (the FLOPs the uninterrupted
+    run had spent there): it keeps a checkpoint to go on from, its own at an epoch's end, else its last periodic one
+    (every step here); with the budget lifted it goes on to the uninterrupted run's result. A time budget is the same
+    mechanism, raised across the calls of a GPU grid (docs/gpu.md)."""
     monkeypatch.setenv("WANDB_MODE", "disabled")
-    params = set_train_params(early_stopping_patience=10, deterministic=True, max_epochs=3)
+    params = set_train_params(early_stopping_patience=10, deterministic=True, max_epochs=3, checkpoint_every_steps=1,
+                              early_stopping_metric="bleu")  # val BLEU, which a resume must validate to have
     whole = train(params, "tiny", root=tmp_path / "whole")
-    _, rows = read_curve(tmp_path / "whole/metrics/tiny/seed42/learning_curve.csv")
+    _, rows = read_curve(tmp_path / "whole/metrics/tiny/seed42/learning_curve.csv")  # a row at each epoch's end
+    budget = (rows[0]["train_flops"] + rows[1]["train_flops"]) / 2 if within_epoch else rows[1]["train_flops"]
     capfd.readouterr()
-    spent = train(set_train_params(budget={"kind": "flops", "value": rows[1]["train_flops"]}), "tiny")
-    assert (spent["stopped_by"], spent["epochs"], spent["steps"]) == ("budget", 2, rows[1]["step"])
-    assert f"tiny reached its flops budget ({rows[1]['train_flops']:g}) before early stopping" in capfd.readouterr().err
+    spent = train(set_train_params(budget={"kind": "flops", "value": budget}), "tiny")
+    assert spent["stopped_by"] == "budget" and rows[0]["step"] < spent["steps"] <= rows[1]["step"]
+    assert (spent["steps"] < rows[1]["step"]) == within_epoch
+    assert "tiny reached its flops budget" in capfd.readouterr().err
     resumed = train(set_train_params(budget={"kind": "none", "value": None}), "tiny")
     assert f"resuming models/tiny/seed42/unfinished/last.ckpt at step {spent['steps']}" in capfd.readouterr().err
     assert without_timings(resumed) == without_timings(whole)

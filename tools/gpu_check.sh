@@ -3,7 +3,8 @@
 # checkout's root, with the carried folder .gpu-bundle (make gpu-bundle, then make gpu-commit before each call):
 #   GPU_CALL=1 tools/gpu_check.sh     the first call, 525 s: setup, tests, grid
 #   GPU_CALL=2 GPU_CHECK_SECONDS=<the device time left less 40> tools/gpu_check.sh
-#                                     the second, straight after on the still warm machine: setup, published
+#                                     the second, straight after on the still warm machine: setup, more (the grid's
+#                                     runs its budget stopped go on)
 #   tools/gpu_check.sh part ...       these parts in this order, in GPU_CALL's time (default: the first call)
 # The parts:
 #   setup      install the carried wheels into the machine's python3 (its torch untouched; where its packages are
@@ -12,6 +13,9 @@
 #   grid       every model of params.yaml to early stopping (profiles/gpu_converge.yaml), GPU_GRID_JOBS at once
 #   published  the papers' setting: the published small Transformer and attention GRU on their own recipes, at
 #              once, to their own stopping (profiles/gpu_published.yaml), then beam 5 on both test sets on the GPU
+#   more       the grid part's runs that their time budget stopped before early stopping, on the same machine in a
+#              later call, given this call's time: they go on from their last checkpoints (nmtbench timed-grid-more);
+#              its log and tarball are the grid's
 #   probe      1, 4 and 8 trainings at once: target tokens/s per job and for the GPU, GPU memory; in neither call
 #              (it would eat the grid's time), it measures GPU_GRID_JOBS when a call has minutes to spare
 # Each part runs under its own time limit (GPU_<PART>_SECONDS), cut further so the whole ends within
@@ -36,12 +40,12 @@ export NMTBENCH_COMMIT_FILE=$BUNDLE/COMMIT
 STARTED=$(date +%s)
 case $CALL in
   1) CALL_PARTS=(setup tests grid); CALL_SECONDS=525 ;;  # a call of at most 9 minutes, with time to return $OUT
-  2) CALL_PARTS=(setup published); CALL_SECONDS=220 ;;   # 15 minutes less a start, the first call and a margin
-  *) echo "gpu_check: GPU_CALL=$CALL: expected 1 (setup tests grid) or 2 (setup published)" >&2; exit 2 ;;
+  2) CALL_PARTS=(setup more); CALL_SECONDS=220 ;;        # 15 minutes less a start, the first call and a margin
+  *) echo "gpu_check: GPU_CALL=$CALL: expected 1 (setup tests grid) or 2 (setup more)" >&2; exit 2 ;;
 esac
 if [ "$CPU" = 1 ]; then
   WHOLE=${GPU_CHECK_SECONDS:-1800}  # two shared cores: the limits are the CPU's, the sizes tiny
-  declare -A LIMIT=([setup]=300 [tests]=300 [grid]=600 [published]=400 [probe]=200)
+  declare -A LIMIT=([setup]=300 [tests]=300 [grid]=600 [more]=600 [published]=400 [probe]=200)
   PROBE_LEVELS=${GPU_PROBE_LEVELS:-1 2}
   PROBE_TRAIN_SECONDS=10
   # starting tune@ and train@ took up to 90 s on two shared cores, evaluating 70 s; the grid is one model of each
@@ -58,21 +62,21 @@ else
   # a cut setup loses the whole call, and what it leaves unused goes to the next part (docs/gpu.md). The grid
   # and published parts take the rest of the call.
   # tests: the first GPU run's 90 s ran 17 of the 28 tests (setup then took 37 s of its 180)
-  declare -A LIMIT=([setup]=180 [tests]=150 [grid]=600 [published]=600 [probe]=150)
+  declare -A LIMIT=([setup]=180 [tests]=150 [grid]=600 [more]=600 [published]=600 [probe]=150)
   PROBE_LEVELS=${GPU_PROBE_LEVELS:-1 4 8}
   PROBE_TRAIN_SECONDS=15
   CPU_PROFILE=()
   EVALUATE_ALLOWANCE=()
   GRID_JOBS=${GPU_GRID_JOBS:-8}  # fixed ahead, no probe in the call: 16 runs in two waves
 fi
-for part in setup tests grid published probe; do  # GPU_TESTS_SECONDS=120 and the like override a limit
+for part in setup tests grid more published probe; do  # GPU_TESTS_SECONDS=120 and the like override a limit
   override=GPU_${part^^}_SECONDS
   LIMIT[$part]=${!override:-${LIMIT[$part]}}
 done
 PARTS=("$@")
 [ ${#PARTS[@]} -gt 0 ] || PARTS=("${CALL_PARTS[@]}")
 for part in "${PARTS[@]}"; do
-  [ -n "${LIMIT[$part]:-}" ] || { echo "gpu_check: no part '$part': expected setup, tests, grid, published or probe" >&2
+  [ -n "${LIMIT[$part]:-}" ] || { echo "gpu_check: no part '$part': expected setup, tests, grid, more, published or probe" >&2
                                    exit 2; }
 done
 TOKENIZED=$BUNDLE/corpora/default/tokenized  # params.yaml's data; the published part has its own
@@ -217,6 +221,11 @@ part_grid() {
     --jobs "$GRID_JOBS" "${models[@]}"
 }
 
+part_more() {  # the grid's folder, as the grid part left it on this machine
+  "$PY" -m nmtbench timed-grid-more "$WORK/grid" "${EVALUATE_ALLOWANCE[@]}" --seconds "$(($1 - 10))" \
+    --jobs "$GRID_JOBS" ${CPU_PROFILE[@]:+--startup-seconds "${GPU_STARTUP_SECONDS:-120}"}
+}
+
 part_published() {
   "$PY" -m nmtbench timed-grid "$WORK/published" --profile profiles/gpu.yaml --profile profiles/published.yaml \
     --profile profiles/gpu_published.yaml "${CPU_PROFILE[@]}" "${EVALUATE_ALLOWANCE[@]}" \
@@ -236,28 +245,34 @@ for part in "${PARTS[@]}"; do
     say "$part: not run, ${seconds} s left"
     continue
   fi
-  rm -rf "${WORK:?}/$part"
-  mkdir -p "$WORK/$part"
+  folder=$part  # where the part works and what it packs; more goes on in the grid's folder
+  if [ "$part" = more ]; then
+    folder=grid
+    [ -d "$WORK/grid/metrics" ] || { say "more: not run, no grid part ran on this machine before"; continue; }
+  else
+    rm -rf "${WORK:?}/$part"
+    mkdir -p "$WORK/$part"
+  fi
   begun=$(date +%s)
   set_pythonpath  # setup may have made SITE
   # the part's output goes to the terminal and to its log; timeout ends the whole process group at the limit
   settings=$(declare -p PY BUNDLE WORK CPU SITE ROOT MACHINE_PYTHONPATH TOKENIZED PROBE_LEVELS PROBE_TRAIN_SECONDS \
     CPU_PROFILE EVALUATE_ALLOWANCE GRID_JOBS GPU_GRID_MODELS 2>/dev/null)
-  timeout -k 10 "$seconds" bash -c "$(declare -f); $settings; part_$part $seconds" 2>&1 | tee "$WORK/$part/part.log"
+  timeout -k 10 "$seconds" bash -c "$(declare -f); $settings; part_$part $seconds" 2>&1 | tee -a "$WORK/$folder/part.log"
   status=${PIPESTATUS[0]}
   took=$(($(date +%s) - begun))
   case $status in
     0) say "$part: passed (${took} s of ${seconds})" ;;
-    124|137) say "$part: CUT at its limit of ${seconds} s; what it had is in $part.tar.gz" ;;
+    124|137) say "$part: CUT at its limit of ${seconds} s; what it had is in $folder.tar.gz" ;;
     *) say "$part: FAILED, exit ${status} (${took} s); the end of its log:"
-       tail -n 15 "$WORK/$part/part.log" | sed 's/^/    /' | tee -a "$SUMMARY" ;;
+       tail -n 15 "$WORK/$folder/part.log" | sed 's/^/    /' | tee -a "$SUMMARY" ;;
   esac
   # the lines that matter: versions, commit, GPU and set-up times, the tests' count and failures, each run's
   # scores and any stage that failed
   grep -E "^(versions|carried|nmtbench code|GPU|CPU rehearsal|setup|tests|compare and report)|passed|failed|FAILED|ERROR|\
-skipped|error|Timeout|jobs per GPU|at once|[0-9]: .*\|" "$WORK/$part/part.log" | grep -v "^\[[0-9]*m[0-9]*s\] " | tail -n 25 \
+skipped|error|Timeout|jobs per GPU|at once|[0-9]: .*\|" "$WORK/$folder/part.log" | grep -v "^\[[0-9]*m[0-9]*s\] " | tail -n 25 \
     | sed 's/^/    /' >>"$SUMMARY"
-  pack "$part"
+  pack "$folder"
   if [ "$part" = setup ] && [ "$status" != 0 ]; then
     say "setup failed: nothing else can run"
     exit 1

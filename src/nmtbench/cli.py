@@ -222,6 +222,13 @@ def _timed_grid(args):
                       compare=not args.no_compare)
 
 
+def _timed_grid_more(args):
+    from nmtbench.launch.timed import EVALUATE_SECONDS, STARTUP_SECONDS, more_grid
+
+    return more_grid(args.folder, args.seconds, args.jobs, args.startup_seconds or STARTUP_SECONDS,
+                     args.evaluate_seconds or EVALUATE_SECONDS)
+
+
 def _probe_jobs(args):
     from nmtbench.launch.timed import STARTUP_SECONDS, probe_jobs, setting
 
@@ -345,6 +352,14 @@ def build_parser() -> argparse.ArgumentParser:
     timed.add_argument("--evaluate-seconds", type=float,
                        help="a run's allowance for evaluate@ (default: a 16-core GPU machine's, 35)")
     timed.add_argument("--no-compare", action="store_true", help="train and evaluate only")
+    more = command("timed-grid-more", _timed_grid_more, "a timed grid's runs that its time budget stopped before "
+                   "early stopping, given more time in the same folder: they go on from their last checkpoints "
+                   "(docs/gpu.md)")
+    more.add_argument("folder", type=Path, help="the workspace nmtbench timed-grid wrote")
+    more.add_argument("--seconds", type=float, required=True, help="this run's wall time")
+    more.add_argument("--jobs", type=int, help="trainings at once (default: every unfinished run at once)")
+    more.add_argument("--startup-seconds", type=float, help="as timed-grid's")
+    more.add_argument("--evaluate-seconds", type=float, help="as timed-grid's")
     probe.add_argument("--levels", type=int, nargs="+", default=[1, 4, 8],
                        help="the numbers of trainings at once to measure (default: 1 4 8)")
     probe.add_argument("--train-seconds", type=int, default=20, help="each level's training time (default: 20)")

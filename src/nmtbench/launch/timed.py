@@ -227,9 +227,61 @@ def timed_grid(project: Path, folder: Path, profiles: list[Path], settings: list
     for model, seed in runs:
         order += run_stages(model, seed, model not in tuned)
         tuned.add(model)
+    return run_and_compare(folder, params, runs, order, jobs, budget, seconds, started, compare)
+
+
+def more_grid(folder: Path, seconds: float, jobs: int | None = None, startup: float = STARTUP_SECONDS,
+              evaluate: float = EVALUATE_SECONDS) -> int:
+    """A grid timed_grid trained in folder before, given `seconds` more on the same machine: every run that its time
+    budget ended before early stopping (train.json's stopped_by: budget, its unfinished/last.ckpt kept), or that has
+    no train.json, trains on from its last checkpoint for its share of them, then is evaluated again; compare and
+    report as timed_grid's. The runs' budget is raised by that share: train.budget is not part of a run's
+    fingerprint, and a time budget counts a run's earlier training too. 0 when every run trained and was
+    evaluated."""
+    started = time.monotonic()
+    if (folder / "params.grid.yaml").is_file():  # compare_finished cut params.yaml to the models that finished
+        os.replace(folder / "params.grid.yaml", folder / "params.yaml")
+    params = read_yaml(folder / "params.yaml")
+    runs = [(model, seed) for model in params["models"] for seed in params.get("seeds", [42])]
+    todo = [run for run in runs if unfinished(folder, *run)]
+    if not todo:
+        print(f"{folder}: every run stopped by itself; nothing to give more time", flush=True)
+        return 0
+    if params["train"]["budget"]["kind"] != "time":
+        raise ConfigError(f"{folder}/params.yaml: train.budget.kind is {params['train']['budget']['kind']}; "
+                          "nmtbench timed-grid-more raises a time budget, the one nmtbench timed-grid sets")
+    jobs = min(jobs or len(todo), len(todo))
+    share = training_seconds(seconds, len(todo), jobs, startup, evaluate)
+    budget = params["train"]["budget"]["value"] + share
+    params["train"]["budget"]["value"] = budget
+    write_text(folder / "params.yaml", f"# train.budget raised by {share} s by nmtbench timed-grid-more\n"
+               + yaml.dump(params, Dumper=PlainDumper, sort_keys=False))
+    for model, seed in todo:  # the launcher runs a stage whose outputs are missing: train, then evaluate
+        for name in ("train.json", "eval.json"):
+            (folder / "metrics" / model / f"seed{seed}" / name).unlink(missing_ok=True)
+    print(f"{folder}: {len(todo)} of {len(runs)} runs go on, {jobs} at once, {share} s more training each", flush=True)
+    os.environ.update(WANDB_MODE="disabled", PYTHONUNBUFFERED="1")
+    order = [stage for run in todo for stage in run_stages(*run, first_of_model=False)]
+    return run_and_compare(folder, params, runs, order, jobs, budget, seconds, started, compare=True)
+
+
+def unfinished(folder: Path, model: str, seed: int) -> bool:
+    """The run has no train.json, or its budget ended it before early stopping and left its last checkpoint."""
+    path = folder / "metrics" / model / f"seed{seed}" / "train.json"
+    if not path.is_file():
+        return True
+    last = folder / "models" / model / f"seed{seed}" / "unfinished" / "last.ckpt"
+    return json.loads(path.read_text()).get("stopped_by") == "budget" and last.is_file()
+
+
+def run_and_compare(folder: Path, params: dict, runs: list[tuple[str, int]], order: list[str], jobs: int,
+                    budget: float, seconds: float, started: float, compare: bool) -> int:
+    """The stages in order, `jobs` at once, within what is left of `seconds`; then compare and report over the
+    models whose every run was evaluated, and timed_grid.json with every run's figures."""
     with GpuMemory(folder) as memory:
         launched(folder, order, jobs, seconds - FINISH_SECONDS - (time.monotonic() - started))
     evaluated = {run: (folder / "metrics" / run[0] / f"seed{run[1]}" / "eval.json").is_file() for run in runs}
+    grid = list(dict.fromkeys(model for model, _ in runs))
     finished = [model for model in grid if all(done for (name, _), done in evaluated.items() if name == model)]
     left = seconds - (time.monotonic() - started)
     compared = bool(finished) and compare and compare_finished(folder, params, finished, left)

@@ -172,7 +172,10 @@ def fit(params: Params, paths: RunPaths, vocab: dict, tokenized_dir: Path, start
     # a run meant to stop early that reached its ceiling or its budget first is not converged: it keeps what it needs
     # to go on when that is raised (neither is part of the run's fingerprint)
     unconverged = early_stopping is not None and metrics["stopped_by"] in RAISABLE
-    if unconverged:
+    # a budget can stop a run within an epoch, and a checkpoint saved after that stop, resumed, would not validate
+    # the rest of the epoch (Lightning counts it done): the run then goes on from its last periodic checkpoint
+    # (train.checkpoint_every_steps), the steps since repeated
+    if unconverged and float(curve.rows[-1]["epoch"]).is_integer():
         trainer.save_checkpoint(unfinished / "last.ckpt")  # every process: under DDP saving is collective
     if not trainer.is_global_zero:  # with data parallelism, one process writes the results
         return metrics
@@ -189,9 +192,11 @@ def fit(params: Params, paths: RunPaths, vocab: dict, tokenized_dir: Path, start
         key = RAISABLE[metrics["stopped_by"]]
         reached = (f"max_epochs ({cfg.max_epochs})" if key == "max_epochs" else
                    f"its {cfg.budget.kind} budget ({cfg.budget.value:g})")
+        last = unfinished / "last.ckpt"
+        going_on = (f"to continue it from {last}" if last.is_file() else "to train it again from the start (it stopped "
+                    "within an epoch before its first periodic checkpoint: train.checkpoint_every_steps)")
         print(f"nmtbench train: {name} reached {reached} before early stopping, so it has not "
-              f"converged; raise models.{name}.train.{key} and train again to continue it from "
-              f"{unfinished / 'last.ckpt'}", file=sys.stderr)
+              f"converged; raise models.{name}.train.{key} and train again {going_on}", file=sys.stderr)
     else:
         shutil.rmtree(unfinished, ignore_errors=True)  # finished: nothing left to resume
     return metrics
