@@ -58,11 +58,19 @@ def test_more_time_goes_to_the_runs_their_budget_stopped_and_raises_the_budget_b
 
     def launch(folder, targets, jobs, seconds):
         launched.append((targets, jobs, [(folder / "metrics" / m / "seed1" / "train.json").exists() for m in "abc"]))
+        for target in targets:  # as the stages would: each evaluation's eval.json
+            if target.startswith("evaluate@"):
+                model = target.split("@")[1].split("-")[0]
+                (folder / "metrics" / model / "seed1").mkdir(parents=True, exist_ok=True)
+                (folder / "metrics" / model / "seed1" / "eval.json").write_text("{}")
 
     monkeypatch.setattr(timed, "launched", launch)
-    monkeypatch.setattr(timed, "compare_finished", lambda *args: False)
-    assert timed.more_grid(tmp_path, 400, jobs=2) == 1  # a and c were not evaluated here: the fake ran nothing
-    assert launched == [(["train@a-1", "evaluate@a-1", "train@c-1", "evaluate@c-1"], 2, [False, True, False])]
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "comparison.json").write_text("{}")  # the earlier call's, over b alone
+    assert timed.more_grid(tmp_path, 400, jobs=2) == 0
+    assert launched == [(["train@a-1", "evaluate@a-1", "train@c-1", "evaluate@c-1"], 2, [False, True, False]),
+                        (["compare", "report"], 1, [False, True, False])]
+    assert not (tmp_path / "results" / "comparison.json").exists()  # so the launcher compares afresh
     share = timed.training_seconds(400, 2, 2)
     raised = yaml.safe_load((tmp_path / "params.yaml").read_text())
     assert list(raised["models"]) == ["a", "b", "c"] and raised["train"]["budget"] == {"kind": "time",

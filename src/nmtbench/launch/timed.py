@@ -199,6 +199,9 @@ def compare_finished(folder: Path, params: dict, finished: list[str], seconds: f
                    "run finished, by nmtbench timed-grid\n"
                    + yaml.dump(finished_only(params, finished), Dumper=PlainDumper, sort_keys=False))
         print(f"compare and report on the models whose every run finished: {', '.join(finished)}", flush=True)
+    # afresh: the launcher runs a stage whose output is missing, and the evaluations it follows ran in another launch
+    # (a later call's, for nmtbench timed-grid-more), which it cannot see
+    (folder / "results" / "comparison.json").unlink(missing_ok=True)
     launched(folder, ["compare", "report"], 1, seconds)
     return (folder / "results" / "comparison.json").is_file()
 
