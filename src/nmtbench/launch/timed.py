@@ -1,5 +1,5 @@
-"""`nmtbench timed-grid` and `nmtbench probe-jobs`: a grid of runs in a fixed wall time, on a machine that may lack
-dvc (a GPU machine lent for minutes: docs/gpu.md).
+"""`nmtbench timed-grid`, `timed-grid-more` and `probe-jobs`: a grid of runs in a fixed wall time, more time for the
+runs its budget stopped, on a machine that may lack dvc (a GPU machine lent for minutes: docs/gpu.md).
 
 The grid is a workspace (params.yaml merged with profiles, with the carried data/tokenized) in which `nmtbench launch
 --without-dvc` runs dvc.yaml's tune, train and evaluate stages of every run, N at once; then compare and report over
