@@ -131,6 +131,10 @@ def test_report_shows_the_answer_first(outputs):
                  text.index("<th>test_2016_flickr</th><th>source</th>")]
     assert positions == sorted(positions)
     assert "BLEU on test_2016_flickr against parameter count, training time and decoding speed" in text
+    # a comparison.json from before the training to the best checkpoint was carried: its table is all dashes
+    training = text.index("<h3>Training to the best checkpoint</h3>")
+    assert positions[2] < training < positions[3]
+    assert '<tr><td>lstm</td><td>-</td>' + '<td class="number">-</td>' * 6 + '</tr>' in text
 
 
 def test_report_names_what_is_missing_and_who_writes_it(outputs):

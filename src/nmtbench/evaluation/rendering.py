@@ -92,9 +92,11 @@ def training_table(comparison: dict) -> Table:
     """Per model: why its runs stopped, how long they trained, and how far in the kept checkpoint was."""
     header = ["Model", "Stopped by", "Epochs", "Updates", "Best at epoch", "Updates to best", "Training FLOPs to best",
               "Training FLOPs in all"]
-    rows = [[_model(name, comparison), _distinct(str(why or "-") for why in (row["stopped_by"] or {}).values()) or "-",
-             _cell(row["epochs"], 0), _cell(row["steps"], 0), _cell(row["best_epoch"], 1), _cell(row["best_step"], 0),
-             _flops(row["best_train_flops"]), _flops(row["train_flops"])]
+    # a comparison.json from before these were carried has none of them: dashes
+    rows = [[_model(name, comparison),
+             _distinct(str(why or "-") for why in (row.get("stopped_by") or {}).values()) or "-",
+             _cell(row.get("epochs"), 0), _cell(row.get("steps"), 0), _cell(row.get("best_epoch"), 1),
+             _cell(row.get("best_step"), 0), _flops(row.get("best_train_flops")), _flops(row.get("train_flops"))]
             for name, row in comparison["models"].items() if not row.get("external")]
     return Table(header, rows, "ll" + "r" * (len(header) - 2))
 

@@ -144,7 +144,8 @@ def _comparison_section(page: Page, comparison: dict) -> None:
         page.lack("comparison table", f"`results/comparison.json` has no {key}; the compare stage writes it")
         return
     page.add(table.html())
-    page.add(f"<p>{_inline(seeds)}</p>{_list(columns)}<h3>sacreBLEU signatures</h3>{_list(used)}")
+    page.add(f"<p>{_inline(seeds)}</p>{_list(columns)}<h3>Training to the best checkpoint</h3>"
+             f"{rendering.training_table(comparison).html()}<h3>sacreBLEU signatures</h3>{_list(used)}")
 
 
 def _verdict_section(page: Page, comparison: dict) -> None:
