@@ -51,8 +51,8 @@ if [ "$CPU" = 1 ]; then
   # starting tune@ and train@ took up to 90 s on two shared cores, evaluating 70 s; the grid is one model of each
   # family, 2 at once, so the rehearsal runs the packing
   # (a CPU shared with other work needs more: GPU_STARTUP_SECONDS and GPU_EVALUATE_SECONDS set them)
-  CPU_PROFILE=(--profile profiles/gpu_rehearsal.yaml --tiny-models profiles/smoke.yaml
-               --startup-seconds "${GPU_STARTUP_SECONDS:-120}")
+  STARTUP_ALLOWANCE=(--startup-seconds "${GPU_STARTUP_SECONDS:-120}")
+  CPU_PROFILE=(--profile profiles/gpu_rehearsal.yaml --tiny-models profiles/smoke.yaml "${STARTUP_ALLOWANCE[@]}")
   EVALUATE_ALLOWANCE=(--evaluate-seconds "${GPU_EVALUATE_SECONDS:-120}")
   GRID_JOBS=${GPU_GRID_JOBS:-2}
   GPU_GRID_MODELS=${GPU_GRID_MODELS:-transformer lstm_attention_general cnn decoder_only}
@@ -66,6 +66,7 @@ else
   PROBE_LEVELS=${GPU_PROBE_LEVELS:-1 4 8}
   PROBE_TRAIN_SECONDS=15
   CPU_PROFILE=()
+  STARTUP_ALLOWANCE=()
   EVALUATE_ALLOWANCE=()
   GRID_JOBS=${GPU_GRID_JOBS:-8}  # fixed ahead, no probe in the call: 16 runs in two waves
 fi
@@ -222,8 +223,8 @@ part_grid() {
 }
 
 part_more() {  # the grid's folder, as the grid part left it on this machine
-  "$PY" -m nmtbench timed-grid-more "$WORK/grid" "${EVALUATE_ALLOWANCE[@]}" --seconds "$(($1 - 10))" \
-    --jobs "$GRID_JOBS" ${CPU_PROFILE[@]:+--startup-seconds "${GPU_STARTUP_SECONDS:-120}"}
+  "$PY" -m nmtbench timed-grid-more "$WORK/grid" "${STARTUP_ALLOWANCE[@]}" "${EVALUATE_ALLOWANCE[@]}" \
+    --seconds "$(($1 - 10))" --jobs "$GRID_JOBS"
 }
 
 part_published() {
@@ -257,7 +258,7 @@ for part in "${PARTS[@]}"; do
   set_pythonpath  # setup may have made SITE
   # the part's output goes to the terminal and to its log; timeout ends the whole process group at the limit
   settings=$(declare -p PY BUNDLE WORK CPU SITE ROOT MACHINE_PYTHONPATH TOKENIZED PROBE_LEVELS PROBE_TRAIN_SECONDS \
-    CPU_PROFILE EVALUATE_ALLOWANCE GRID_JOBS GPU_GRID_MODELS 2>/dev/null)
+    CPU_PROFILE STARTUP_ALLOWANCE EVALUATE_ALLOWANCE GRID_JOBS GPU_GRID_MODELS 2>/dev/null)
   timeout -k 10 "$seconds" bash -c "$(declare -f); $settings; part_$part $seconds" 2>&1 | tee -a "$WORK/$folder/part.log"
   status=${PIPESTATUS[0]}
   took=$(($(date +%s) - begun))
