@@ -155,9 +155,23 @@ def test_converge_refuses_an_unknown_model_and_a_bad_jobs_count_in_one_line(tmp_
     shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
     assert main(["converge", "--jobs", "0"]) == 2
     assert capsys.readouterr().err.strip() == "nmtbench converge: error: --jobs: must be at least 1, got 0"
+    assert main(["converge", "--threads", "0"]) == 2
+    assert capsys.readouterr().err.strip() == "nmtbench converge: error: --threads: must be at least 1, got 0"
     with pytest.raises(ConfigError, match="^unknown model 'transformr'"):
         from nmtbench.launch.converge import converge
         converge(grid({"a": RNN}), first=["transformr"])
+
+
+def test_jobs_and_threads_given_to_converge_override_the_launch_block(tmp_path, monkeypatch):
+    import nmtbench.launch
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    launched = []
+    monkeypatch.setattr(nmtbench.launch, "launch", lambda cfg, **kwargs: launched.append(cfg) or 0)
+    assert main(["converge", "--jobs", "1", "--threads", "1"]) == 0
+    assert main(["converge"]) == 0
+    assert [(cfg.jobs, cfg.threads_per_job) for cfg in launched] == [(1, 1), (2, None)]  # then params.yaml's
 
 
 def kill_everything(launcher: subprocess.Popen) -> None:

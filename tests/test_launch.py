@@ -319,3 +319,5 @@ def test_launch_has_help_and_refuses_a_bad_jobs_count_in_one_line(capsys):
     assert done.value.code == 0 and "--jobs JOBS" in capsys.readouterr().out
     assert main(["launch", "--jobs", "0"]) == 2
     assert capsys.readouterr().err == "nmtbench launch: error: --jobs: must be at least 1, got 0\n"
+    assert main(["launch", "--threads", "0"]) == 2
+    assert capsys.readouterr().err == "nmtbench launch: error: --threads: must be at least 1, got 0\n"

@@ -36,15 +36,15 @@ $(VENV)/.installed:
 
 setup: $(VENV)/.installed ## create .venv and install the pinned dependencies from pyproject.toml
 
-repro: $(VENV)/.installed ## run the whole pipeline on the default params (dvc repro; JOBS=N: N stages at once)
+repro: $(VENV)/.installed ## run the whole pipeline on the default params (dvc repro; JOBS=N: N stages at once, THREADS=T each)
 	nmtbench check
-	$(if $(JOBS),nmtbench launch --jobs $(JOBS),dvc repro)
+	$(if $(JOBS)$(THREADS),nmtbench launch $(if $(JOBS),--jobs $(JOBS)) $(if $(THREADS),--threads $(THREADS)),dvc repro)
 
 # MODELS="a b": start these models first, in this order
 MODELS ?=
-converge: $(VENV)/.installed ## train every run to its own stopping and evaluate it (JOBS=N at once, MODELS first); again resumes; PLOT=<png> draws the curves so far
+converge: $(VENV)/.installed ## train every run to its own stopping and evaluate it (JOBS=N at once, THREADS=T each, MODELS first); again resumes; PLOT=<png> draws the curves so far
 	nmtbench check
-	$(if $(PLOT),nmtbench converge --plot $(PLOT),nmtbench converge $(MODELS) $(if $(JOBS),--jobs $(JOBS)))
+	$(if $(PLOT),nmtbench converge --plot $(PLOT),nmtbench converge $(MODELS) $(if $(JOBS),--jobs $(JOBS)) $(if $(THREADS),--threads $(THREADS)))
 
 tune: $(VENV)/.installed ## tune every model on val BLEU (tune.trials trials each, 0 by default: set it first; docs/tuning.md)
 	nmtbench check

@@ -190,8 +190,7 @@ def _check(args):
 def _launch(args):
     from nmtbench.launch import launch
 
-    if args.jobs is not None and args.jobs < 1:
-        raise ConfigError(f"--jobs: must be at least 1, got {args.jobs}")
+    _check_at_least_one(args)
     if args.time_limit is not None and args.time_limit <= 0:
         raise ConfigError(f"--time-limit: must be a positive number of seconds, got {args.time_limit:g}")
     if not Path("dvc.yaml").is_file():  # DVC's own line ("not inside of a DVC repository") names no fix
@@ -199,7 +198,8 @@ def _launch(args):
                           "workspace (nmtbench workspace runs/mine --profile profiles/smoke.yaml)")
     params = load_params(args.params) if Path(args.params).is_file() else None
     cfg = params.launch if params else LaunchConfig()
-    overrides = {key: value for key, value in (("jobs", args.jobs), ("executor", args.executor)) if value is not None}
+    overrides = {key: value for key, value in (("jobs", args.jobs), ("threads_per_job", args.threads),
+                                               ("executor", args.executor)) if value is not None}
     return launch(cfg.model_copy(update=overrides), targets=args.stages, train=params and params.train,
                   without_dvc=args.without_dvc, single_item=args.single_item, time_limit=args.time_limit)
 
@@ -207,10 +207,17 @@ def _launch(args):
 def _converge(args):
     from nmtbench.launch.converge import converge
 
-    if args.jobs is not None and args.jobs < 1:
-        raise ConfigError(f"--jobs: must be at least 1, got {args.jobs}")
+    _check_at_least_one(args)
     return converge(load_params(args.params), args.jobs, args.models, status_only=args.status, curves=args.curves,
-                    export=args.export, plot=args.plot)
+                    export=args.export, plot=args.plot, threads=args.threads)
+
+
+def _check_at_least_one(args) -> None:
+    """--jobs and --threads, where given, count at least one."""
+    for option in ("jobs", "threads"):
+        value = getattr(args, option)
+        if value is not None and value < 1:
+            raise ConfigError(f"--{option}: must be at least 1, got {value}")
 
 
 def _timed_grid(args):
@@ -308,6 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "says how (docs/scaling.md)")
     launch.add_argument("stages", nargs="*", help="only these stages and what they need (default: every stage)")
     launch.add_argument("--jobs", type=int, help="stages at once (default: launch.jobs)")
+    launch.add_argument("--threads", type=int, help="torch threads of each stage (default: launch.threads_per_job)")
     launch.add_argument("--executor", choices=("auto", "local", "slurm", "process"), help="default: launch.executor")
     launch.add_argument("--single-item", action="store_true",
                         help="the named stages alone, not what they wait for (as dvc repro --single-item)")
@@ -321,6 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "what was interrupted (docs/training.md)")
     converge.add_argument("models", nargs="*", help="models to start first, in this order (default: params.yaml's)")
     converge.add_argument("--jobs", type=int, help="trainings at once (default: launch.jobs)")
+    converge.add_argument("--threads", type=int, help="torch threads of each training (default: "
+                          "launch.threads_per_job): 1 leaves a core to a second workspace converging beside it")
     converge.add_argument("--status", action="store_true", help="only say what is left")
     converge.add_argument("--curves", action="store_true",
                           help="only print every run's val BLEU at each epoch so far, as a markdown table")

@@ -207,8 +207,10 @@ def stage_order(runs: list[RunProgress], first: list[str] = ()) -> list[str]:
 
 
 def converge(params: Params, jobs: int | None = None, first: list[str] = (), status_only: bool = False,
-             curves: bool = False, export: Path | None = None, plot: Path | None = None, out=sys.stdout) -> int:
-    """first: models to start before the others, in this order. curves: only print every run's val BLEU so far.
+             curves: bool = False, export: Path | None = None, plot: Path | None = None, threads: int | None = None,
+             out=sys.stdout) -> int:
+    """first: models to start before the others, in this order. jobs, threads: launch.jobs and
+    launch.threads_per_job for this call. curves: only print every run's val BLEU so far.
     export: only copy the evaluated runs' small outputs there. plot: only draw every run's val BLEU against
     training FLOPs so far there."""
     if curves:
@@ -226,7 +228,8 @@ def converge(params: Params, jobs: int | None = None, first: list[str] = (), sta
 
     for model in first:
         params.model_block(model)  # an unknown name is refused in one line
-    cfg: LaunchConfig = params.launch.model_copy(update={"jobs": jobs} if jobs else {})
+    overrides = {key: value for key, value in (("jobs", jobs), ("threads_per_job", threads)) if value}
+    cfg: LaunchConfig = params.launch.model_copy(update=overrides)
     runs = progress(params)
     print(status_table(runs, cfg.jobs), file=out)
     if status_only:
