@@ -340,7 +340,8 @@ def test_the_contrasts_pick_the_best_on_validation():
         ("attention vs none within the RNNs", "dot", "gru"),
         ("best attention RNN vs best Transformer", "dot", "pre"),
         ("pre vs the baseline Transformer", "pre", "transformer"),
-        ("decoder_only vs the baseline Transformer", "decoder_only", "transformer")]
+        ("decoder_only vs the baseline Transformer", "decoder_only", "transformer"),
+        ("cnn vs the baseline Transformer", "cnn", "transformer")]
 
 
 def test_the_verdict_reads_the_encoder_x_decoder_2x2_per_side_and_measures_the_two_findings(root, monkeypatch):

@@ -216,7 +216,7 @@ def test_smoke_tunes_every_model_equally_trains_the_winners_and_gives_a_verdict(
         expected = {**won["train"], **won["model"]} if logged["run"]["job_type"] == "train" else won["model"]
         assert {key: logged["config"][key] for key in expected} == expected
     transformers = [name for name, block in params.models.items()
-                    if block["family"] in ("transformer", "decoder_only") and name != params.compare.baseline]
+                    if block["family"] in ("transformer", "decoder_only", "cnn") and name != params.compare.baseline]
     assert [row["question"] for row in comparison["verdict"] if row["side"] is None] == [
         "attention vs none within the RNNs", "best attention RNN vs best Transformer",
         *(f"{name} vs the baseline Transformer" for name in transformers)]

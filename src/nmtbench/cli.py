@@ -70,6 +70,16 @@ def _compare(args):
     print((RESULTS / "comparison.md").read_text())
 
 
+def _beside(args):
+    from nmtbench.evaluation.beside import markdown
+
+    page = markdown(args.comparisons)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(page)
+    print(page, end="")
+
+
 def _beam_sweep(args):
     from nmtbench.evaluation.beam_sweep import beam_sweep
 
@@ -294,6 +304,13 @@ def build_parser() -> argparse.ArgumentParser:
         stage.add_argument("--seed", type=int, help="which run of the model (default: the first of seeds)")
     command("compare", _compare, "the side-by-side table of every model: scores over seeds, significance, "
             "BLEU by length, examples")
+    beside = command("beside", _beside, "two comparisons of one grid side by side (equal budget and converged, two "
+                     "recipes, two machines): BLEU and place, every verdict and whether it changed, the pairs "
+                     "whose order reverses (docs/evaluation.md)")
+    beside.add_argument("comparisons", nargs=2, metavar="LABEL=PATH",
+                        help="a label and a results/comparison.json, e.g. 'converged=runs/converge/results/"
+                        "comparison.json'")
+    beside.add_argument("--out", type=Path, help="also write the Markdown page there")
     command("beam-sweep", _beam_sweep, "BLEU and speed of one model over beam sizes and alphas")
     command("analyze", _analyze, "measure the textbook claims about RNNs and Transformers")
     command("report", _report, "results/report.html: the table and every plot on one page")

@@ -47,9 +47,11 @@ def contrasts(models: dict, blocks: dict[str, dict], baseline: str) -> list[tupl
     plain = best([name for name in rnns if blocks[name].get("attention", "none") == "none"])
     transformers = [name for name in models if mechanism(blocks[name]) == "self-attention"]
     reference = baseline if baseline in transformers else (transformers[0] if transformers else None)
+    convolutions = [name for name in models if mechanism(blocks[name]) == "convolution"]
     found = [("attention vs none within the RNNs", attention, plain),
              ("best attention RNN vs best Transformer", attention, best(transformers)),
-             *((f"{name} vs the baseline Transformer", name, reference) for name in transformers if name != reference)]
+             *((f"{name} vs the baseline Transformer", name, reference)
+               for name in transformers + convolutions if name != reference)]
     return [(question, a, b) for question, a, b in found if a and b]
 
 

@@ -1,0 +1,146 @@
+"""Two comparisons of one grid side by side: the same models under two settings (the equal budget of `make repro`
+and the grid trained to convergence; two recipes; two machines). Per model its BLEU and place in each; per question
+of the verdict (evaluation/verdict.py) its answer in each and whether it changed; the published findings' verdicts
+in each; and every pair of models whose order the second setting reverses.
+
+It reads the two results/comparison.json files and computes nothing again but places and changes: every figure is
+one the compare stage wrote.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+from nmtbench.config import ConfigError
+from nmtbench.tables import Table
+
+SAME, REVERSED, APPEARS, FADES = "same", "reversed", "becomes significant", "no longer significant"
+
+
+def load(spec: str) -> tuple[str, dict]:
+    """'label=path/to/comparison.json' -> (label, the comparison), or a one-line error naming the fix."""
+    label, _, path = spec.partition("=")
+    if not label or not path:
+        raise ConfigError(f"{spec!r}: give each comparison as LABEL=PATH, e.g. 'converged=runs/converge/results/"
+                          "comparison.json'")
+    try:
+        comparison = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file; run the compare stage there first (make report, or dvc repro "
+                          "compare)") from None
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"{path}: not a comparison.json ({error.msg}, line {error.lineno}); rerun the compare "
+                          "stage that wrote it") from None
+    if not isinstance(comparison, dict) or not {"splits", "models"} <= comparison.keys():
+        raise ConfigError(f"{path}: not a comparison.json (no splits and models); rerun the compare stage")
+    return label, comparison
+
+
+def common_split(first: dict, second: dict) -> str:
+    """The first test split both comparisons scored."""
+    for split in first["splits"]:
+        if split in second["splits"]:
+            return split
+    raise ConfigError(f"the two comparisons share no test split ({', '.join(first['splits'])} against "
+                      f"{', '.join(second['splits'])}); compare settings scored on the same test sets")
+
+
+def places(comparison: dict, split: str) -> dict[str, tuple[float, int]]:
+    """{model: (BLEU on split, its place, 1 the highest)}; equal BLEU shares a place."""
+    bleu = {name: row[split]["bleu"]["mean"] for name, row in comparison["models"].items() if split in row}
+    return {name: (score, 1 + sum(other > score for other in bleu.values())) for name, score in bleu.items()}
+
+
+def scores_table(labels: list[str], first: dict, second: dict, split: str) -> Table:
+    """Every model of either: BLEU and place under each setting, and the change in BLEU."""
+    found = [places(first, split), places(second, split)]
+    rows = []
+    for name in dict.fromkeys([*found[0], *found[1]]):
+        cells = [f"{found[i][name][0]:.2f}" if name in found[i] else "-" for i in (0, 1)]
+        ranks = [str(found[i][name][1]) if name in found[i] else "-" for i in (0, 1)]
+        change = (f"{found[1][name][0] - found[0][name][0]:+.2f}" if all(name in side for side in found) else "-")
+        rows.append([name, cells[0], ranks[0], cells[1], ranks[1], change])
+    header = ["model", f"BLEU, {labels[0]}", "place", f"BLEU, {labels[1]}", "place", "change"]
+    return Table(header, rows, "lrrrrr")
+
+
+def direction(row: dict) -> int:
+    """+1 where the interval lies above 0, -1 below, 0 where it holds 0."""
+    low, high = row["ci"]
+    return 1 if low > 0 else -1 if high < 0 else 0
+
+
+def change(first: dict | None, second: dict | None, labels: list[str]) -> str:
+    """How one question's answer moved from the first setting to the second."""
+    if first is None or second is None:
+        return f"only under {labels[0] if second is None else labels[1]}"
+    before, after = direction(first), direction(second)
+    said = (SAME if before == after else REVERSED if before and after else APPEARS if after else FADES)
+    return said if (first["model"], first["other"]) == (second["model"], second["other"]) else f"{said} (other models)"
+
+
+def answer(row: dict | None) -> str:
+    """One verdict in a cell: the models, which way, the difference and its interval."""
+    if row is None:
+        return "-"
+    word = {1: "better", -1: "worse", 0: "no significant difference"}[direction(row)]
+    return (f"{row['model']} vs {row['other']}: {word}, {row['difference']:+.2f} "
+            f"[{row['ci'][0]:.2f}, {row['ci'][1]:.2f}]")
+
+
+def verdicts_table(labels: list[str], first: dict, second: dict) -> Table:
+    """Every question of either verdict: its answer under each setting and what changed."""
+    found = [{row["question"]: row for row in comparison.get("verdict") or []} for comparison in (first, second)]
+    rows = [[question, answer(found[0].get(question)), answer(found[1].get(question)),
+             change(found[0].get(question), found[1].get(question), labels)]
+            for question in dict.fromkeys([*found[0], *found[1]])]
+    return Table(["question", labels[0], labels[1], "change"], rows, "llll")
+
+
+def findings_table(labels: list[str], first: dict, second: dict) -> Table:
+    """Each published finding's verdict under each setting."""
+    found = [{row["finding"]: row["verdict"] for row in comparison.get("findings") or []}
+             for comparison in (first, second)]
+    rows = []
+    for finding in dict.fromkeys([*found[0], *found[1]]):
+        verdicts = [side.get(finding, "-") for side in found]
+        rows.append([finding.split(":")[0], *verdicts, SAME if verdicts[0] == verdicts[1] else "changed"])
+    return Table(["finding", labels[0], labels[1], "change"], rows, "llll")
+
+
+def reversals(labels: list[str], first: dict, second: dict, split: str) -> Table:
+    """Every pair of models that both settings order strictly, in opposite orders: the first setting's winner
+    first, the largest turnaround (the two gaps added) first."""
+    found = [places(first, split), places(second, split)]
+    rows = []
+    for a, b in itertools.combinations([name for name in found[0] if name in found[1]], 2):
+        before, after = (side[a][0] - side[b][0] for side in found)
+        if before * after < 0:
+            winner, loser = (a, b) if before > 0 else (b, a)
+            rows.append((abs(before) + abs(after), [winner, loser, f"{abs(before):+.2f}", f"{-abs(after):+.2f}"]))
+    rows.sort(key=lambda row: -row[0])
+    return Table([f"ahead under {labels[0]}", "behind", f"gap, {labels[0]}", f"gap, {labels[1]}"],
+                 [row for _, row in rows], "llrr")
+
+
+def markdown(specs: list[str]) -> str:
+    """The page: scores and places, verdicts, findings, reversals, each with what it reads."""
+    (first_label, first), (second_label, second) = (load(spec) for spec in specs)
+    labels = [first_label, second_label]
+    split = common_split(first, second)
+    lines = [f"# {first_label} beside {second_label}", "",
+             f"Cased BLEU on {split}, mean over seeds (each comparison's own; place 1 is the highest).", "",
+             scores_table(labels, first, second, split).markdown()]
+    if first.get("verdict") is not None or second.get("verdict") is not None:
+        lines += ["", "## The verdict under each", "", verdicts_table(labels, first, second).markdown(), "",
+                  "Each answer: BLEU difference over seeds and test sets with its 95% interval, as its compare stage "
+                  "measured it; significant where the interval excludes 0. Change: same, reversed (significant both "
+                  "ways), becomes significant or no longer significant; (other models): the question picked "
+                  "different models, as \"best\" is chosen on validation in each."]
+    if first.get("findings") or second.get("findings"):
+        lines += ["", "## The published findings under each", "", findings_table(labels, first, second).markdown()]
+    reversed_pairs = reversals(labels, first, second, split)
+    lines += ["", f"## Pairs whose order {second_label} reverses", ""]
+    lines += [reversed_pairs.markdown() if reversed_pairs.rows else "None: both settings order every pair alike."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,106 @@
+"""nmtbench beside: two comparisons of one grid side by side, on hand-made comparison.json files."""
+import json
+
+import pytest
+
+from nmtbench.cli import main
+from nmtbench.config import ConfigError
+from nmtbench.evaluation.beside import markdown
+
+
+def scored(**bleu):
+    return {name: {split: {"bleu": {"mean": value}} for split, value in by_split.items()}
+            for name, by_split in bleu.items()}
+
+
+def contrast(question, model, other, difference, ci):
+    return {"question": question, "model": model, "other": other, "side": None, "difference": difference, "ci": ci}
+
+
+DOMHAN = "Domhan (ACL 2018), How Much Attention Do You Need?: self-attention matters more in the encoder"
+EQUAL = {"splits": ["t16"], "models": scored(a={"t16": 30.0}, b={"t16": 28.0}, c={"t16": 20.0}),
+         "verdict": [contrast("a vs b", "a", "b", 2.0, [1.0, 3.0]), contrast("c vs a", "c", "a", -10.0, [-11.0, -9.0]),
+                     contrast("best", "a", "c", 10.0, [9.0, 11.0])],
+         "findings": [{"finding": DOMHAN, "verdict": "does not hold here"}]}
+CONVERGED = {"splits": ["t17", "t16"],
+             "models": scored(a={"t16": 35.0}, b={"t16": 37.0}, c={"t16": 36.0}, d={"t16": 10.0}),
+             "verdict": [contrast("a vs b", "a", "b", -2.0, [-3.0, -1.0]),
+                         contrast("c vs a", "c", "a", 1.0, [-0.5, 2.5]),
+                         contrast("best", "b", "c", 1.0, [0.5, 1.5]),
+                         contrast("d vs a", "d", "a", -25.0, [-26.0, -24.0])],
+             "findings": [{"finding": DOMHAN, "verdict": "does not hold here"}]}
+
+
+@pytest.fixture
+def specs(tmp_path):
+    for name, comparison in (("equal", EQUAL), ("converged", CONVERGED)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(comparison))
+    return [f"equal budget={tmp_path / 'equal.json'}", f"converged={tmp_path / 'converged.json'}"]
+
+
+def section(page: str, title: str) -> list[str]:
+    return page.split(f"## {title}\n\n")[1].split("\n\n")[0].splitlines()
+
+
+def test_scores_places_and_changes_of_every_model_of_either(specs):
+    page = markdown(specs)
+    assert page.startswith("# equal budget beside converged\n\nCased BLEU on t16,")  # the first split both scored
+    assert page.split("\n\n")[2].splitlines() == [
+        "| model | BLEU, equal budget | place | BLEU, converged | place | change |",
+        "|:---|---:|---:|---:|---:|---:|",
+        "| a | 30.00 | 1 | 35.00 | 3 | +5.00 |",
+        "| b | 28.00 | 2 | 37.00 | 1 | +9.00 |",
+        "| c | 20.00 | 3 | 36.00 | 2 | +16.00 |",
+        "| d | - | - | 10.00 | 4 | - |"]
+
+
+def test_each_question_says_how_its_answer_moved(specs):
+    rows = section(markdown(specs), "The verdict under each")[2:]
+    assert rows == [
+        "| a vs b | a vs b: better, +2.00 [1.00, 3.00] | a vs b: worse, -2.00 [-3.00, -1.00] | reversed |",
+        "| c vs a | c vs a: worse, -10.00 [-11.00, -9.00] | c vs a: no significant difference, +1.00 [-0.50, 2.50] "
+        "| no longer significant |",
+        "| best | a vs c: better, +10.00 [9.00, 11.00] | b vs c: better, +1.00 [0.50, 1.50] | same (other models) |",
+        "| d vs a | - | d vs a: worse, -25.00 [-26.00, -24.00] | only under converged |"]
+    assert section(markdown(specs), "The published findings under each")[2:] == [
+        "| Domhan (ACL 2018), How Much Attention Do You Need? | does not hold here | does not hold here | same |"]
+
+
+def test_the_pairs_the_second_setting_reverses_largest_turnaround_first(specs):
+    assert section(markdown(specs), "Pairs whose order converged reverses") == [
+        "| ahead under equal budget | behind | gap, equal budget | gap, converged |",
+        "|:---|:---|---:|---:|",
+        "| a | c | +10.00 | -1.00 |",
+        "| a | b | +2.00 | -2.00 |"]  # b and c keep their order; d is in one setting only
+
+
+def test_a_comparison_beside_itself_changes_nothing(specs):
+    page = markdown([specs[0], specs[0].replace("equal budget=", "again=")])
+    assert all(row.endswith("| same |") for row in section(page, "The verdict under each")[2:])
+    assert section(page, "Pairs whose order again reverses") == ["None: both settings order every pair alike."]
+
+
+def test_the_command_prints_and_writes_the_page(specs, tmp_path, capsys):
+    assert main(["beside", *specs, "--out", str(tmp_path / "page/beside.md")]) == 0
+    assert capsys.readouterr().out == (tmp_path / "page/beside.md").read_text() == markdown(specs)
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("converged.json", "'converged.json': give each comparison as LABEL=PATH"),
+    ("x={tmp}/missing.json", "{tmp}/missing.json: no such file; run the compare stage there first"),
+    ("x={tmp}/corrupt.json", "{tmp}/corrupt.json: not a comparison.json (Expecting value, line 1); rerun"),
+    ("x={tmp}/other.json", "{tmp}/other.json: not a comparison.json (no splits and models)"),
+])
+def test_bad_input_is_refused_in_one_line(tmp_path, spec, message):
+    (tmp_path / "corrupt.json").write_text("oops")
+    (tmp_path / "other.json").write_text('{"models": {}}')
+    with pytest.raises(ConfigError) as refused:
+        markdown([spec.format(tmp=tmp_path), spec.format(tmp=tmp_path)])
+    assert str(refused.value).startswith(message.format(tmp=tmp_path))
+
+
+def test_comparisons_without_a_common_test_split_are_refused(tmp_path):
+    for name, splits in (("one", ["t16"]), ("two", ["t17"])):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"splits": splits, "models": {}}))
+    with pytest.raises(ConfigError, match=r"^the two comparisons share no test split \(t16 against t17\)"):
+        markdown([f"one={tmp_path / 'one.json'}", f"two={tmp_path / 'two.json'}"])
