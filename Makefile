@@ -11,12 +11,17 @@ JOBS ?=
 export JOBS
 
 .DEFAULT_GOAL := help
-.PHONY: smoke notebook lint test test-e2e chromium postgresql test-fast test-gpu gpu-bundle gpu-check gpu-rehearse gpu-report bench-decode bench-train \
+.PHONY: smoke headline notebook lint test test-e2e chromium postgresql test-fast test-gpu gpu-bundle gpu-check gpu-rehearse gpu-report bench-decode bench-train \
   bench-data clean-smoke
 
 smoke: $(VENV)/.installed ## the whole pipeline on tiny settings in runs/smoke, leaving your outputs alone (PROFILES=..., JOBS=N)
 	nmtbench workspace $(SMOKE_DIR) --force $(foreach profile,$(PROFILES) profiles/smoke.yaml,--profile $(profile))
 	$(MAKE) --no-print-directory -C $(SMOKE_DIR) repro
+
+# the converged grid's committed runs (nmtbench converge --export): the README's quality-against-compute picture
+CONVERGED ?= docs/results/converged-grid-cpu
+headline: $(VENV)/.installed ## redraw the README's picture, val BLEU against training FLOPs, from the committed converged runs
+	nmtbench converge --from $(CONVERGED) --plot $(CONVERGED)/flops.png
 
 notebook: $(VENV)/.installed ## the lecture companion in JupyterLab, on runs/smoke or NMTBENCH_WORKSPACE (docs/notebook.md)
 	@$(BIN)/python -c 'import jupyterlab, ipywidgets' 2>/dev/null \

@@ -22,6 +22,7 @@ from nmtbench.cli import main
 from nmtbench.config import ConfigError, parse_params
 from nmtbench.launch.converge import (
     ASSUMED_EPOCHS,
+    converge,
     curves_table,
     export_finished,
     plot_curves,
@@ -143,6 +144,24 @@ def test_the_evaluated_runs_small_outputs_are_exported_to_be_committed(tmp_path)
     assert not (tmp_path / "out/half").exists()
 
 
+def test_the_curves_and_plot_read_back_from_an_export_are_the_workspaces(tmp_path):
+    """make headline redraws the committed runs: what --export copied reads as the workspace did."""
+    params = grid({"lstm": RNN, "tf": TRANSFORMER, "half": TRANSFORMER})
+    for model, bleu in (("lstm", (10.0, 11.0)), ("tf", (8.0, 14.0))):
+        write_run(tmp_path, model, {"epochs": 2, "train_seconds": 10.0}, evaluated=True,
+                  curve=[(5, 1.0, 5.0, bleu[0]), (10, 2.0, 10.0, bleu[1])])
+        (tmp_path / f"results/{model}/seed1").mkdir(parents=True)
+    write_run(tmp_path, "half", curve=[(5, 1.0, 200.0, 3.25)])  # not evaluated: not exported
+    export_finished(progress(params, tmp_path), tmp_path / "out", tmp_path)
+    workspace, exported = curves_table(params, tmp_path), curves_table(params, exported=tmp_path / "out")
+    assert exported.splitlines() == [*workspace.splitlines()[:4], "| half | 1 | 0 | - | not started |"]
+    assert plot_curves(params, tmp_path / "a.png", exported=tmp_path / "out") == plot_curves(
+        grid({"lstm": RNN, "tf": TRANSFORMER}), tmp_path / "b.png", tmp_path)
+    assert (tmp_path / "a.png").read_bytes() == (tmp_path / "b.png").read_bytes()
+    with pytest.raises(ConfigError, match="^--from .*/gone: no such folder; give the folder nmtbench converge "):
+        converge(params, plot=tmp_path / "c.png", exported=tmp_path / "gone")
+
+
 def test_each_run_is_evaluated_before_the_next_starts_and_named_models_go_first(tmp_path):
     runs = progress(grid({"a": RNN, "b": RNN, "c": TRANSFORMER}, seeds=(1, 2)), tmp_path)
     assert stage_order(runs, ["c"])[:6] == ["train@c-1", "evaluate@c-1", "train@c-2", "evaluate@c-2", "train@a-1",
@@ -158,7 +177,6 @@ def test_converge_refuses_an_unknown_model_and_a_bad_jobs_count_in_one_line(tmp_
     assert main(["converge", "--threads", "0"]) == 2
     assert capsys.readouterr().err.strip() == "nmtbench converge: error: --threads: must be at least 1, got 0"
     with pytest.raises(ConfigError, match="^unknown model 'transformr'"):
-        from nmtbench.launch.converge import converge
         converge(grid({"a": RNN}), first=["transformr"])
 
 

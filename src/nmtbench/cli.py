@@ -219,7 +219,7 @@ def _converge(args):
 
     _check_at_least_one(args)
     return converge(load_params(args.params), args.jobs, args.models, status_only=args.status, curves=args.curves,
-                    export=args.export, plot=args.plot, threads=args.threads)
+                    export=args.export, plot=args.plot, threads=args.threads, exported=args.exported)
 
 
 def _check_at_least_one(args) -> None:
@@ -357,6 +357,9 @@ def build_parser() -> argparse.ArgumentParser:
     converge.add_argument("--plot", type=Path, metavar="PNG",
                           help="only draw every run's val BLEU against training FLOPs so far, the families' swap "
                           "marked, into PNG (make converge PLOT=<png>)")
+    converge.add_argument("--from", type=Path, metavar="FOLDER", dest="exported",
+                          help="--curves and --plot read the runs --export copied to FOLDER, not this workspace's "
+                          "(make headline)")
     timed = command("timed-grid", _timed_grid, "every run of params.yaml + profiles trained, evaluated and compared "
                     "within a fixed wall time, N at once, on a machine with or without dvc (docs/gpu.md)")
     probe = command("probe-jobs", _probe_jobs, "how many trainings at once move the most target tokens through this "

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from nmtbench import figures
-from nmtbench.config import LaunchConfig, Params
+from nmtbench.config import ConfigError, LaunchConfig, Params
 from nmtbench.evaluation.compute import ranking_flip, swap_text
 from nmtbench.files import lock_owner, write_bytes
 from nmtbench.launch.scheduler import FOLDER, alive
@@ -142,13 +142,28 @@ def status_table(runs: list[RunProgress], jobs: int) -> str:
     return "\n".join(lines)
 
 
-def curves_table(params: Params, root: Path = Path(".")) -> str:
+def exported_rows(folder: Path, model: str, seed: int) -> list[dict] | None:
+    """The learning curve export_finished copied to folder; None for a run not there."""
+    file = Path(folder) / model / f"seed{seed}" / "learning_curve.csv"
+    if not file.is_file():
+        return None
+    with file.open() as f:
+        return list(csv.DictReader(f))
+
+
+def rows_of(model: str, seed: int, root: Path, exported: Path | None) -> list[dict] | None:
+    """A run's curve so far, from the workspace at root, or from the folder its export went to."""
+    return exported_rows(exported, model, seed) if exported is not None else curve_rows(RunPaths(model, seed, root))
+
+
+def curves_table(params: Params, root: Path = Path("."), exported: Path | None = None) -> str:
     """Every run's greedy val BLEU at each validation so far, a markdown table of a row per run, for a results page
-    of runs still training: finished runs from their learning curve, unfinished ones from it or their checkpoint."""
+    of runs still training: finished runs from their learning curve, unfinished ones from it or their checkpoint;
+    with exported, the runs copied there."""
     lines = ["| model | seed | epochs | best val BLEU (epoch) | val BLEU at each epoch |", "|:---|---:|---:|---:|:---|"]
     for model in params.models:
         for seed in params.seeds:
-            rows = [row for row in curve_rows(RunPaths(model, seed, root)) or [] if row["val_bleu"] not in ("", None)]
+            rows = [row for row in rows_of(model, seed, root, exported) or [] if row["val_bleu"] not in ("", None)]
             if not rows:
                 lines.append(f"| {model} | {seed} | 0 | - | not started |")
                 continue
@@ -158,15 +173,15 @@ def curves_table(params: Params, root: Path = Path(".")) -> str:
     return "\n".join(lines)
 
 
-def plot_curves(params: Params, path: Path, root: Path = Path(".")) -> str:
+def plot_curves(params: Params, path: Path, root: Path = Path("."), exported: Path | None = None) -> str:
     """Every run's val BLEU against training FLOPs so far on one plot (finished runs and unfinished ones alike), the
     FLOPs at which the top two families swap places for good marked (evaluation/compute.py), written to path as
-    PNG; returns the swap's sentence."""
+    PNG; returns the swap's sentence. exported: the runs copied there instead of the workspace's."""
     curves, by_family = {}, {}
     for model, block in params.models.items():
         for seed in params.seeds:
             rows = [{"train_flops": float(row["train_flops"]), "val_bleu": float(row["val_bleu"])}
-                    for row in curve_rows(RunPaths(model, seed, root)) or []
+                    for row in rows_of(model, seed, root, exported) or []
                     if row.get("train_flops") not in ("", None) and row["val_bleu"] not in ("", None)]
             if rows:
                 curves[model if len(params.seeds) == 1 else f"{model}/seed{seed}"] = rows
@@ -208,16 +223,18 @@ def stage_order(runs: list[RunProgress], first: list[str] = ()) -> list[str]:
 
 def converge(params: Params, jobs: int | None = None, first: list[str] = (), status_only: bool = False,
              curves: bool = False, export: Path | None = None, plot: Path | None = None, threads: int | None = None,
-             out=sys.stdout) -> int:
+             exported: Path | None = None, out=sys.stdout) -> int:
     """first: models to start before the others, in this order. jobs, threads: launch.jobs and
     launch.threads_per_job for this call. curves: only print every run's val BLEU so far.
     export: only copy the evaluated runs' small outputs there. plot: only draw every run's val BLEU against
-    training FLOPs so far there."""
+    training FLOPs so far there. exported: curves and plot read the runs an export copied there."""
+    if exported is not None and not Path(exported).is_dir():
+        raise ConfigError(f"--from {exported}: no such folder; give the folder nmtbench converge --export wrote")
     if curves:
-        print(curves_table(params), file=out)
+        print(curves_table(params, exported=exported), file=out)
         return 0
     if plot is not None:
-        print(f"nmtbench converge: wrote {plot}. Families: {plot_curves(params, plot)}", file=out)
+        print(f"nmtbench converge: wrote {plot}. Families: {plot_curves(params, plot, exported=exported)}", file=out)
         return 0
     if export is not None:
         copied = export_finished(progress(params), export)
