@@ -102,11 +102,29 @@ def test_before_any_run_stops_early_an_assumed_epoch_count_is_said_and_unmeasure
 def test_a_resumed_runs_curve_is_read_from_its_checkpoint_until_its_first_validation_rewrites_the_file(tmp_path):
     """dvc deletes learning_curve.csv when it reruns the stage; the checkpoint holds the rows."""
     (tmp_path / "models/a/seed1/unfinished").mkdir(parents=True)
-    rows = [{"epoch": 1.0, "wall_seconds": 250.0, "val_bleu": 3.5}, {"epoch": 2.0, "wall_seconds": 500.0,
-                                                                     "val_bleu": 6.25}]
+    rows = [{"step": 5, "epoch": 1.0, "wall_seconds": 250.0, "val_bleu": 3.5},
+            {"step": 10, "epoch": 2.0, "wall_seconds": 500.0, "val_bleu": 6.25}]
     torch.save({"callbacks": {"LearningCurve": {"rows": rows}}}, tmp_path / "models/a/seed1/unfinished/last.ckpt")
     (run,) = progress(grid({"a": RNN}), tmp_path)
     assert (run.state, run.epochs, run.seconds_per_epoch, run.best_val_bleu) == ("interrupted", 2.0, 250.0, 6.25)
+
+
+def test_a_recipe_with_an_update_limit_is_expected_to_train_to_it_and_every_run_stops_at_its_max_epochs(tmp_path):
+    params = grid({"done": RNN, "capped": {**TRANSFORMER, "train": {"max_steps": 100}},
+                   "ceiling": {**RNN, "train": {"max_epochs": 4}}})
+    write_run(tmp_path, "done", {"epochs": 10, "train_seconds": 1000.0, "stopped_by": "early_stopping"},
+              evaluated=True)
+    write_run(tmp_path, "capped", curve=[(5, 1.0, 60.0, 1.0), (10, 2.0, 120.0, 2.0)])  # 5 updates an epoch
+    write_run(tmp_path, "ceiling", curve=[(5, 1.0, 30.0, 1.0)])
+    runs = progress(params, tmp_path)
+    assert [(run.max_steps, run.steps, run.epochs_to_update_limit) for run in runs] == [
+        (None, 0, None), (100, 10, 20.0), (None, 5, None)]
+    left, expected = seconds_left(runs)
+    # capped: 20 epochs to its 100 updates, 18 more at 60 s, past the 10 of the run that stopped early;
+    # ceiling: 10 epochs expected, but its max_epochs 4 ends it: 3 more at 30 s
+    assert expected == 10 and left == {("capped", 1): 18 * 60.0, ("ceiling", 1): 3 * 30.0}
+    assert status_table(runs, jobs=1).endswith(
+        "(10 epochs a run, from the runs here that stopped early; capped to its update limit)")
 
 
 def test_every_runs_curve_so_far_is_one_markdown_table(tmp_path):

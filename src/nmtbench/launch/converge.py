@@ -37,10 +37,18 @@ class RunProgress:
     seconds: float = 0.0  # training wall time so far, validations included
     best_val_bleu: float | None = None
     stopped_by: str | None = None
+    steps: int = 0  # optimizer updates so far
+    max_epochs: int | None = None  # its recipe's limits (train.max_epochs, train.max_steps; None: unlimited)
+    max_steps: int | None = None
 
     @property
     def seconds_per_epoch(self) -> float | None:
         return self.seconds / self.epochs if self.epochs >= 1 else None
+
+    @property
+    def epochs_to_update_limit(self) -> float | None:
+        """The epochs its max_steps come to at the updates an epoch measured so far; None without either."""
+        return self.max_steps * self.epochs / self.steps if self.max_steps and self.steps and self.epochs >= 1 else None
 
     @property
     def training_done(self) -> bool:
@@ -55,7 +63,9 @@ def progress(params: Params, root: Path = Path(".")) -> list[RunProgress]:
     for model, block in params.models.items():
         for seed in params.seeds:
             paths = RunPaths(model, seed, root)
-            run = RunProgress(model, seed, str(block.get("family")), "not started")
+            recipe = params.for_model(model).train
+            run = RunProgress(model, seed, str(block.get("family")), "not started", max_epochs=recipe.max_epochs,
+                              max_steps=recipe.max_steps if recipe.max_steps > 0 else None)
             if paths.train_metrics.is_file():
                 metrics = json.loads(paths.train_metrics.read_text())
                 run.state = "evaluated" if paths.eval_metrics.is_file() else "trained"
@@ -67,6 +77,7 @@ def progress(params: Params, root: Path = Path(".")) -> list[RunProgress]:
                     run.state = unfinished
                 if rows:
                     run.epochs, run.seconds = float(rows[-1]["epoch"]), float(rows[-1]["wall_seconds"])
+                    run.steps = int(float(rows[-1]["step"]))
                     bleus = [float(row["val_bleu"]) for row in rows if row["val_bleu"] not in ("", None)]
                     run.best_val_bleu = max(bleus) if bleus else None
             found.append(run)
@@ -90,10 +101,17 @@ def curve_rows(paths: RunPaths) -> list[dict] | None:
         return []
 
 
+def expected_epochs(run: RunProgress, expected: int) -> float:
+    """The epochs this run should take: a recipe with an update limit (fairseq's --max-update) trains to it, once
+    its updates an epoch are measured; any other, `expected`, at most its max_epochs."""
+    return run.epochs_to_update_limit or min(expected, run.max_epochs or expected)
+
+
 def seconds_left(runs: list[RunProgress]) -> tuple[dict[tuple[str, int], float | None], int]:
     """Each unfinished run's training time left, and the epochs a run is expected to take: the median of the runs
-    here that stopped early, else ASSUMED_EPOCHS. A run's time per epoch is its own, else the median of its
-    family's measured runs, else of every measured run; None where nothing is measured yet."""
+    here that stopped early, else ASSUMED_EPOCHS (expected_epochs: a run with an update limit, to that limit). A
+    run's time per epoch is its own, else the median of its family's measured runs, else of every measured run;
+    None where nothing is measured yet."""
     stopped = [run.epochs for run in runs if run.stopped_by == "early_stopping"]
     expected = round(statistics.median(stopped)) if stopped else ASSUMED_EPOCHS
     measured = [run for run in runs if run.seconds_per_epoch]
@@ -106,7 +124,7 @@ def seconds_left(runs: list[RunProgress]) -> tuple[dict[tuple[str, int], float |
             kin = [other.seconds_per_epoch for other in measured if other.family == run.family] or [
                 other.seconds_per_epoch for other in measured]
             pace = statistics.median(kin) if kin else None
-        left[run.model, run.seed] = None if pace is None else max(expected - run.epochs, 1) * pace
+        left[run.model, run.seed] = None if pace is None else max(expected_epochs(run, expected) - run.epochs, 1) * pace
     return left, expected
 
 
@@ -130,9 +148,11 @@ def status_table(runs: list[RunProgress], jobs: int) -> str:
     unknown = len(left) - len(known)
     estimate = (f"about {sum(known) / 3600 / jobs:.1f} h of training left at {jobs} at once"
                 + (f", {unknown} run(s) not yet estimable" if unknown else "")) if left else "no training left"
-    basis = "" if not left else (f" ({expected} epochs a run, from the runs here that stopped early)"
+    basis = "" if not left else (f" ({expected} epochs a run, from the runs here that stopped early"
                                  if any(run.stopped_by == "early_stopping" for run in runs)
-                                 else f" ({expected} epochs a run assumed until one stops early)")
+                                 else f" ({expected} epochs a run assumed until one stops early")
+    limited = [run.model for run in runs if not run.training_done and run.epochs_to_update_limit]
+    basis += f"; {', '.join(limited)} to its update limit)" if limited and basis else (")" if basis else "")
     lines.append(", ".join(f"{count} {state}" for state, count in counts.items()) + f"; {estimate}{basis}")
     for why, key in RAISABLE.items():
         stopped = [run.model for run in runs if run.stopped_by == why]
