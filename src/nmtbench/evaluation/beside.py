@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from nmtbench.config import ConfigError
+from nmtbench.evaluation.verdict import direction
 from nmtbench.tables import Table
 
 SAME, REVERSED, APPEARS, FADES = "same", "reversed", "becomes significant", "no longer significant"
@@ -63,12 +64,6 @@ def scores_table(labels: list[str], first: dict, second: dict, split: str) -> Ta
         rows.append([name, cells[0], ranks[0], cells[1], ranks[1], change])
     header = ["model", f"BLEU, {labels[0]}", "place", f"BLEU, {labels[1]}", "place", "change"]
     return Table(header, rows, "lrrrrr")
-
-
-def direction(row: dict) -> int:
-    """+1 where the interval lies above 0, -1 below, 0 where it holds 0."""
-    low, high = row["ci"]
-    return 1 if low > 0 else -1 if high < 0 else 0
 
 
 def change(first: dict | None, second: dict | None, labels: list[str]) -> str:

@@ -98,10 +98,16 @@ def difference(a: str, b: str, seeds: list[int], translations: dict, references:
     return bleu_difference(*runs, references, cfg.bootstrap_resamples, cfg.bootstrap_seed)
 
 
+def direction(result: dict) -> int:
+    """+1 where a contrast's interval lies above 0, -1 below, 0 where it holds 0."""
+    low, high = result["ci"]
+    return 1 if low > 0 else -1 if high < 0 else 0
+
+
 def verdict_text(a: str, b: str, result: dict) -> str:
     low, high = result["ci"]
-    said = (f"{a} is better than {b}" if low > 0 else f"{a} is worse than {b}" if high < 0
-            else f"no significant difference between {a} and {b} (the interval holds 0)")
+    said = {1: f"{a} is better than {b}", -1: f"{a} is worse than {b}",
+            0: f"no significant difference between {a} and {b} (the interval holds 0)"}[direction(result)]
     return f"{said}: {result['difference']:+.2f} BLEU, 95% CI [{low:.2f}, {high:.2f}]"
 
 
