@@ -448,38 +448,48 @@ def assert_same_tensors(a, b):
         assert a == b
 
 
+def without_wall_time(rows):
+    return [{key: value for key, value in row.items() if key != "wall_seconds"} for row in rows]
+
+
 class Crash(Exception):
     pass
 
 
 def test_a_run_crashed_again_and_again_resumes_to_the_uninterrupted_result(project, tmp_path, monkeypatch, capfd):
-    """Crashes mid-epoch 0, on its last batch and mid-epoch 1, each resuming the run resumed before."""
+    """Crashes mid-epoch 0, in the validation after epoch 0's last batch, on epoch 1's first batch and mid-epoch 1,
+    each resuming the run resumed before."""
     monkeypatch.setenv("WANDB_MODE", "disabled")
     params = set_train_params(checkpoint_every_steps=1, deterministic=True, max_epochs=3)
     whole = train(params, "tiny", root=tmp_path / "whole")
 
-    step = TranslationModule.training_step
-    for crash_at in (2, 3, 4):
-        def crash(module, batch, batch_idx, crash_at=crash_at):
+    steps = {hook: getattr(TranslationModule, hook) for hook in ("training_step", "validation_step")}
+    # (where, at which update, the step resumed from, the step last.ckpt holds after the crash): 3 updates an epoch
+    for hook, crash_at, resumed_at, kept in [("training_step", 2, None, 2), ("validation_step", 3, 2, 2),
+                                             ("training_step", 3, 2, 3), ("training_step", 4, 3, 4)]:
+        def crash(module, batch, batch_idx, hook=hook, crash_at=crash_at):
             if module.global_step == crash_at:
-                raise Crash  # as a kill would, after last.ckpt of step crash_at
-            if crash_at == 2 and module.global_step == 1:
+                raise Crash  # as a kill would, after last.ckpt of the step before, or of crash_at
+            if crash_at == 2 and module.global_step == 1 and hook == "training_step":
                 time.sleep(1.0)  # a second of the first process' training, which train.json must still count
-            return step(module, batch, batch_idx)
-        monkeypatch.setattr(TranslationModule, "training_step", crash)
+            return steps[hook](module, batch, batch_idx)
+        monkeypatch.setattr(TranslationModule, hook, crash)
         capfd.readouterr()
         with pytest.raises(Crash):
             train(params, "tiny")
-        if crash_at > 2:
-            assert f"resuming models/tiny/seed42/unfinished/last.ckpt at step {crash_at - 1}" in capfd.readouterr().err
-        assert torch.load("models/tiny/seed42/unfinished/last.ckpt", weights_only=False)["global_step"] == crash_at
-    monkeypatch.setattr(TranslationModule, "training_step", step)
+        monkeypatch.setattr(TranslationModule, hook, steps[hook])
+        if resumed_at is not None:
+            assert f"resuming models/tiny/seed42/unfinished/last.ckpt at step {resumed_at}" in capfd.readouterr().err
+        assert torch.load("models/tiny/seed42/unfinished/last.ckpt", weights_only=False)["global_step"] == kept
     capfd.readouterr()
     resumed = train(params, "tiny")
     assert "resuming models/tiny/seed42/unfinished/last.ckpt at step 4" in capfd.readouterr().err
     assert without_timings(resumed) == without_timings(whole)
     _, rows = read_curve()  # the time of every process of the run, not only the last one's
     assert resumed["train_seconds"] >= max(1.0, rows[-1]["wall_seconds"])
+    # every validation, the one after the crash on epoch 0's last batch included: early stopping counts them all
+    _, whole_rows = read_curve(tmp_path / "whole/metrics/tiny/seed42/learning_curve.csv")
+    assert without_wall_time(rows) == without_wall_time(whole_rows)
     assert_same_tensors(checkpoint_state("models/tiny/seed42/best.ckpt"),
                         checkpoint_state(tmp_path / "whole/models/tiny/seed42/best.ckpt"))
     assert not Path("models/tiny/seed42/unfinished").exists()

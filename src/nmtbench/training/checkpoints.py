@@ -1,7 +1,7 @@
 """Checkpoints: written atomically, resumed only by the run that wrote them, and averaged.
 
-A run keeps what it needs to continue (`last.ckpt`, every `train.checkpoint_every_steps` steps, and
-the weight snapshots of its last validations) in an `unfinished/` folder beside `best.ckpt`; the
+A run keeps what it needs to continue (`last.ckpt`, every `train.checkpoint_every_steps` steps and after
+every validation, and the weight snapshots of its last validations) in an `unfinished/` folder beside `best.ckpt`; the
 folder is removed once the run has finished. Each checkpoint carries the fingerprint of its run (the
 model block, the train block and the vocabulary), so a rerun resumes only its own run: a folder left
 by another run is set aside under a new name, never mixed into this one.
@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from nmtbench.files import write_bytes
@@ -30,6 +31,32 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         buffer = io.BytesIO()
         torch.save(checkpoint, buffer)
         write_bytes(Path(path), buffer.getvalue())
+
+
+class ResumePoint(ModelCheckpoint):
+    """unfinished/last.ckpt, what an interrupted run resumes from: every `every_steps` updates, and after every
+    validation, once the curve, early stopping, best.ckpt and the snapshots have taken it in (Lightning calls the
+    checkpoint callbacks last, in the order given: this one goes after the others).
+
+    A periodic save on a batch that a validation follows, training going on after it, is left to the save after that
+    validation: resumed from a checkpoint taken before it, Lightning counts the batch's epoch done and never validates
+    it, so the curve would lose a row and early stopping a validation. Where the validation ends the run (a budget or
+    max_steps asked to stop), the periodic save stands and the validation saves nothing: a run resumed with a raised
+    budget goes on from before that last validation, which the uninterrupted run never made."""
+
+    def __init__(self, dirpath: Path, every_steps: int):
+        super().__init__(dirpath=dirpath, filename="last", every_n_train_steps=every_steps,
+                         enable_version_counter=False)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        # Lightning's own test of whether this batch is validated (the epoch's last batch, val_check_interval, a
+        # callback asking to stop): private, so lightning is pinned
+        if trainer.should_stop or not trainer.fit_loop.epoch_loop._should_check_val_fx(trainer.fit_loop._data_fetcher):
+            super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if not trainer.sanity_checking and not trainer.should_stop:
+            self._save_checkpoint(trainer, self.format_checkpoint_name({}))
 
 
 def run_fingerprint(block: dict, train: dict, vocab: str, seed: int, earlier: str | None = None) -> str:

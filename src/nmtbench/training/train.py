@@ -25,7 +25,7 @@ from nmtbench.runs import RAISABLE, RunPaths
 from nmtbench.tracking import finish_run, make_wandb_logger, run_tags
 from nmtbench.training.allocator import reuse_freed_memory
 from nmtbench.training.budget import FlopBudget, ValidateLastStep, budget_limits
-from nmtbench.training.checkpoints import AtomicCheckpointIO, average_state_dicts, resumable_checkpoint
+from nmtbench.training.checkpoints import AtomicCheckpointIO, ResumePoint, average_state_dicts, resumable_checkpoint
 from nmtbench.training.curves import LearningCurve, ValidationBleu, best_validation
 from nmtbench.training.module import TranslationModule
 from nmtbench.training.precision import (
@@ -108,13 +108,12 @@ def fit(params: Params, paths: RunPaths, vocab: dict, tokenized_dir: Path, start
     callbacks = [checkpoint, curve, flop_budget, ValidateLastStep(), EpochProgressBar(refresh_rate=10)]
     if logger:  # the learning rate, module.LR_METRIC, at each scheduler's interval
         callbacks.append(LearningRateMonitor(logging_interval=None))
-    if cfg.checkpoint_every_steps:
-        callbacks.append(ModelCheckpoint(dirpath=unfinished, filename="last",
-                                         every_n_train_steps=cfg.checkpoint_every_steps, enable_version_counter=False))
     if cfg.average_last:  # the weights of the last average_last validations, by step
         snapshots = ModelCheckpoint(dirpath=unfinished, filename="validated-{step}", monitor="step", mode="max",
                                     save_top_k=cfg.average_last, save_weights_only=True, auto_insert_metric_name=False)
         callbacks.append(snapshots)
+    if cfg.checkpoint_every_steps:  # after the other checkpoints, so that it holds their state of each validation
+        callbacks.append(ResumePoint(unfinished, cfg.checkpoint_every_steps))
     if cfg.val_bleu_sentences != 0:
         val = load_tokenized(tokenized_dir, ("val",))["val"]
         val = val.select(range(min(cfg.val_bleu_sentences or len(val), len(val))))
