@@ -25,6 +25,7 @@ from nmtbench.launch.converge import (
     converge,
     curves_table,
     export_finished,
+    finished_table,
     plot_curves,
     progress,
     seconds_left,
@@ -178,6 +179,48 @@ def test_the_curves_and_plot_read_back_from_an_export_are_the_workspaces(tmp_pat
     assert (tmp_path / "a.png").read_bytes() == (tmp_path / "b.png").read_bytes()
     with pytest.raises(ConfigError, match="^--from .*/gone: no such folder; give the folder nmtbench converge "):
         converge(params, plot=tmp_path / "c.png", exported=tmp_path / "gone")
+
+
+def test_the_finished_runs_table_ranks_them_and_reads_an_old_runs_best_checkpoint_off_its_curve(tmp_path):
+    """The README's converged table: the best first; a train.json without best_* (written before they were kept)
+    gets them from its curve by the recipe's early-stopping metric; a run not evaluated has no row."""
+    params = grid({"old": RNN, "new": TRANSFORMER, "half": TRANSFORMER})
+    params = params.model_copy(update={"train": params.train.model_copy(update={"early_stopping_metric": "bleu"})})
+    split_scores = {"bleu": 20.0, "bleu_lc_tok": 20.5, "chrf": 50.0, "sentences_per_s": 80.0}
+    for model, train, bleu in (
+            ("old", {"params": 1000, "epochs": 3, "stopped_by": "early_stopping"}, 20.0),
+            ("new", {"params": 2000, "epochs": 2, "stopped_by": "max_epochs", "best_epoch": 2.0, "best_step": 10,
+                     "best_train_flops": 10**10}, 30.0)):
+        write_run(tmp_path, model, train, curve=[(5, 1.0, 5.0, 12.0), (10, 2.0, 10.0, 15.5), (15, 3.0, 15.0, 15.0)])
+        scores = {split: {**split_scores, "bleu": bleu} for split in params.data.eval_splits}
+        (tmp_path / f"metrics/{model}/seed1/eval.json").write_text(json.dumps(scores))
+    write_run(tmp_path, "half", curve=[(5, 1.0, 200.0, 3.25)])
+    first, second = params.data.eval_splits
+    assert finished_table(params, tmp_path).splitlines() == [
+        f"| Model | Parameters | Epochs (best) | Updates to best | FLOPs to best | Stopped by | {first} BLEU "
+        f"| BLEU lc tok | chrF | {second} BLEU | BLEU lc tok | chrF | Decoding sentences/s |",
+        "|:---|---:|---:|---:|---:|:---|---:|---:|---:|---:|---:|---:|---:|",
+        "| new | 2,000 | 2 (2) | 10 | 1.00e+10 | max_epochs | 30.00 | 20.50 | 50.00 | 30.00 | 20.50 | 50.00 | 80.0 |",
+        "| old | 1,000 | 3 (2) | 10 | 1.00e+10 | early_stopping | 20.00 | 20.50 | 50.00 | 20.00 | 20.50 | 50.00 "
+        "| 80.0 |"]
+    by_loss = params.model_copy(update={"train": params.train.model_copy(update={"early_stopping_metric": "loss"})})
+    assert "| old | 1,000 | 3 (1) | 5 | 5.00e+09 |" in finished_table(by_loss, tmp_path)  # equal losses: the first
+
+
+def test_an_export_carries_the_workspaces_params_and_from_reads_the_table_with_them(tmp_path, monkeypatch, capsys):
+    """make headline reads the committed runs with the recipe they trained with, not the checkout's params.yaml."""
+    params = grid({"old": RNN})
+    params = params.model_copy(update={"train": params.train.model_copy(update={"early_stopping_metric": "bleu"})})
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params.model_dump(mode="json")))
+    write_run(tmp_path, "old", {"params": 1000, "epochs": 2, "train_seconds": 10.0, "stopped_by": "early_stopping"},
+              curve=[(5, 1.0, 5.0, 12.0), (10, 2.0, 10.0, 11.0)])
+    (tmp_path / "metrics/old/seed1/eval.json").write_text(json.dumps({}))
+    (tmp_path / "results/old/seed1").mkdir(parents=True)
+    export_finished(progress(params, tmp_path), tmp_path / "out", tmp_path)
+    assert (tmp_path / "out/params.yaml").read_text() == (tmp_path / "params.yaml").read_text()
+    monkeypatch.chdir(ROOT)  # the checkout's params.yaml: early stopping by val loss, the lowest at epoch 2 here
+    assert main(["converge", "--from", str(tmp_path / "out"), "--table"]) == 0
+    assert "| old | 1,000 | 2 (1) | 5 | 5.00e+09 | early_stopping | - |" in capsys.readouterr().out
 
 
 def test_each_run_is_evaluated_before_the_next_starts_and_named_models_go_first(tmp_path):

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from nmtbench.config import load_params
+from nmtbench.launch.converge import finished_table
 from nmtbench.models.family import with_halves
 from nmtbench.models.hybrid import halves
 from nmtbench.models.registry import build_model
@@ -162,6 +164,13 @@ def test_readme_lists_what_make_help_prints():
     printed = subprocess.run(["make", "--no-print-directory", "help"], cwd=ROOT, capture_output=True, text=True,
                              check=True).stdout
     assert listed == printed
+
+
+def test_readmes_converged_table_is_what_make_headline_reads_from_the_committed_runs():
+    converged = ROOT / "docs/results/converged-grid-cpu"
+    table = finished_table(load_params(converged / "params.yaml"), exported=converged)
+    assert table in (ROOT / "README.md").read_text(encoding="utf-8"), (
+        "README.md's converged table differs from the committed runs: paste what make headline prints")
 
 
 def test_readme_is_a_front_page():

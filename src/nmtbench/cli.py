@@ -218,8 +218,10 @@ def _converge(args):
     from nmtbench.launch.converge import converge
 
     _check_at_least_one(args)
-    return converge(load_params(args.params), args.jobs, args.models, status_only=args.status, curves=args.curves,
-                    export=args.export, plot=args.plot, threads=args.threads, exported=args.exported)
+    recipe = args.exported and Path(args.exported) / "params.yaml"  # an export carries the params its runs had
+    params = load_params(recipe if recipe and recipe.is_file() else args.params)
+    return converge(params, args.jobs, args.models, status_only=args.status, curves=args.curves, export=args.export,
+                    plot=args.plot, threads=args.threads, exported=args.exported, table=args.table)
 
 
 def _check_at_least_one(args) -> None:
@@ -357,9 +359,12 @@ def build_parser() -> argparse.ArgumentParser:
     converge.add_argument("--plot", type=Path, metavar="PNG",
                           help="only draw every run's val BLEU against training FLOPs so far, the families' swap "
                           "marked, into PNG (make converge PLOT=<png>)")
+    converge.add_argument("--table", action="store_true",
+                          help="only print every evaluated run's size, best checkpoint, stopping and scores on each "
+                          "test set, as a markdown table, the best first (make headline)")
     converge.add_argument("--from", type=Path, metavar="FOLDER", dest="exported",
-                          help="--curves and --plot read the runs --export copied to FOLDER, not this workspace's "
-                          "(make headline)")
+                          help="--curves, --plot and --table read the runs --export copied to FOLDER, with the "
+                          "params.yaml it copied there, not this workspace's (make headline)")
     timed = command("timed-grid", _timed_grid, "every run of params.yaml + profiles trained, evaluated and compared "
                     "within a fixed wall time, N at once, on a machine with or without dvc (docs/gpu.md)")
     probe = command("probe-jobs", _probe_jobs, "how many trainings at once move the most target tokens through this "

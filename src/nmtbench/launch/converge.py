@@ -21,6 +21,8 @@ from nmtbench.evaluation.compute import ranking_flip, swap_text
 from nmtbench.files import lock_owner, write_bytes
 from nmtbench.launch.scheduler import FOLDER, alive
 from nmtbench.runs import RAISABLE, RunPaths
+from nmtbench.tables import Table
+from nmtbench.training.curves import best_validation
 
 # epochs a run is assumed to take until one in the workspace has stopped early: the 2 x 2 converged in 18 to 23
 # (docs/results/2026-11-26-converged-2x2-cpu.md)
@@ -171,6 +173,56 @@ def exported_rows(folder: Path, model: str, seed: int) -> list[dict] | None:
         return list(csv.DictReader(f))
 
 
+def finished_run(model: str, seed: int, root: Path, exported: Path | None) -> tuple[dict, dict, list[dict]] | None:
+    """An evaluated run's train.json, eval.json and learning curve, from the workspace at root or the folder its
+    export went to; None for a run not evaluated (not exported)."""
+    if exported is not None:
+        folder = Path(exported) / model / f"seed{seed}"
+        train, scores = folder / "train.json", folder / "eval.json"
+    else:
+        paths = RunPaths(model, seed, root)
+        train, scores = paths.train_metrics, paths.eval_metrics
+    if not (train.is_file() and scores.is_file()):
+        return None
+    return json.loads(train.read_text()), json.loads(scores.read_text()), rows_of(model, seed, root, exported) or []
+
+
+def finished_table(params: Params, root: Path = Path("."), exported: Path | None = None) -> str:
+    """Every evaluated run, the highest BLEU on the first test set first: its size, where its best checkpoint was
+    (epoch, updates, training FLOPs), why it stopped, BLEU (cased, and lc tok where scored) and chrF on every test
+    set and its decoding speed. The converged answer as the README and the results page show it (make headline);
+    the intervals and p-values against the baseline come with the compare stage. A run from before train.json kept
+    where its best checkpoint was has it read off its curve, by its recipe's early-stopping metric."""
+    splits = params.data.eval_splits
+    header = ["Model", "Parameters", "Epochs (best)", "Updates to best", "FLOPs to best", "Stopped by"]
+    for split in splits:
+        header += [f"{split} BLEU", "BLEU lc tok", "chrF"]
+    header.append("Decoding sentences/s")
+    rows = []
+    for model in params.models:
+        for seed in params.seeds:
+            found = finished_run(model, seed, root, exported)
+            if found is None:
+                continue
+            train, scores, curve = found
+            kept = best_validation(curve, params.for_model(model).train.early_stopping_metric) if curve else {}
+            best = {key: train.get(f"best_{key}", kept.get(key)) for key in ("epoch", "step", "train_flops")}
+            name = model if len(params.seeds) == 1 else f"{model} (seed {seed})"
+            cells = [name, f"{train['params']:,}", f"{train['epochs']:g} ({_figure(best['epoch'], '{:g}')})",
+                     _figure(best["step"], "{:,}"), _figure(best["train_flops"], "{:.2e}"), train["stopped_by"]]
+            for split in splits:
+                score = scores.get(split, {})
+                cells += [_figure(score.get(key), "{:.2f}") for key in ("bleu", "bleu_lc_tok", "chrf")]
+            cells.append(_figure(scores.get(splits[0], {}).get("sentences_per_s"), "{:.1f}"))  # beam search's
+            rows.append((-scores.get(splits[0], {}).get("bleu", float("-inf")), cells))
+    align = "lrrrrl" + "r" * (len(header) - 6)
+    return Table(header, [cells for _, cells in sorted(rows, key=lambda row: row[0])], align).markdown()
+
+
+def _figure(value, form: str) -> str:
+    return "-" if value in (None, "") else form.format(int(value) if form == "{:,}" else float(value))
+
+
 def rows_of(model: str, seed: int, root: Path, exported: Path | None) -> list[dict] | None:
     """A run's curve so far, from the workspace at root, or from the folder its export went to."""
     return exported_rows(exported, model, seed) if exported is not None else curve_rows(RunPaths(model, seed, root))
@@ -216,8 +268,12 @@ def plot_curves(params: Params, path: Path, root: Path = Path("."), exported: Pa
 
 def export_finished(runs: list[RunProgress], folder: Path, root: Path = Path(".")) -> list[str]:
     """Copy each evaluated run's small outputs (train.json, learning_curve.csv, eval.json and its translations of every
-    test set) into folder/<model>/seed<seed>/, to be committed as they land; returns the runs copied."""
+    test set) into folder/<model>/seed<seed>/, to be committed as they land, and the workspace's params.yaml, the
+    recipe they trained with, into folder (what --from reads back); returns the runs copied."""
     copied = []
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    if (Path(root) / "params.yaml").is_file():
+        shutil.copyfile(Path(root) / "params.yaml", Path(folder) / "params.yaml")
     for run in runs:
         if run.state != "evaluated":
             continue
@@ -243,15 +299,20 @@ def stage_order(runs: list[RunProgress], first: list[str] = ()) -> list[str]:
 
 def converge(params: Params, jobs: int | None = None, first: list[str] = (), status_only: bool = False,
              curves: bool = False, export: Path | None = None, plot: Path | None = None, threads: int | None = None,
-             exported: Path | None = None, out=sys.stdout) -> int:
+             exported: Path | None = None, table: bool = False, out=None) -> int:
     """first: models to start before the others, in this order. jobs, threads: launch.jobs and
     launch.threads_per_job for this call. curves: only print every run's val BLEU so far.
     export: only copy the evaluated runs' small outputs there. plot: only draw every run's val BLEU against
-    training FLOPs so far there. exported: curves and plot read the runs an export copied there."""
+    training FLOPs so far there. table: only print the evaluated runs' scores. exported: curves, plot and table read
+    the runs an export copied there."""
+    out = out or sys.stdout  # read at the call, where a test may have replaced it
     if exported is not None and not Path(exported).is_dir():
         raise ConfigError(f"--from {exported}: no such folder; give the folder nmtbench converge --export wrote")
     if curves:
         print(curves_table(params, exported=exported), file=out)
+        return 0
+    if table:
+        print(finished_table(params, exported=exported), file=out)
         return 0
     if plot is not None:
         print(f"nmtbench converge: wrote {plot}. Families: {plot_curves(params, plot, exported=exported)}", file=out)
