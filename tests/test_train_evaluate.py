@@ -458,9 +458,10 @@ class Crash(Exception):
 
 def test_a_run_crashed_again_and_again_resumes_to_the_uninterrupted_result(project, tmp_path, monkeypatch, capfd):
     """Crashes mid-epoch 0, in the validation after epoch 0's last batch, on epoch 1's first batch and mid-epoch 1,
-    each resuming the run resumed before."""
+    each resuming the run resumed before; with early stopping on val BLEU, as the converged grid trains."""
     monkeypatch.setenv("WANDB_MODE", "disabled")
-    params = set_train_params(checkpoint_every_steps=1, deterministic=True, max_epochs=3)
+    params = set_train_params(checkpoint_every_steps=1, deterministic=True, max_epochs=3, early_stopping_patience=2,
+                              early_stopping_metric="bleu")
     whole = train(params, "tiny", root=tmp_path / "whole")
 
     steps = {hook: getattr(TranslationModule, hook) for hook in ("training_step", "validation_step")}
@@ -480,7 +481,17 @@ def test_a_run_crashed_again_and_again_resumes_to_the_uninterrupted_result(proje
         monkeypatch.setattr(TranslationModule, hook, steps[hook])
         if resumed_at is not None:
             assert f"resuming models/tiny/seed42/unfinished/last.ckpt at step {resumed_at}" in capfd.readouterr().err
-        assert torch.load("models/tiny/seed42/unfinished/last.ckpt", weights_only=False)["global_step"] == kept
+        kept_checkpoint = torch.load("models/tiny/seed42/unfinished/last.ckpt", weights_only=False)
+        assert kept_checkpoint["global_step"] == kept
+        # every validation it saw is in early stopping's and best.ckpt's state: a resume carries on from all of them
+        states = kept_checkpoint["callbacks"]
+        early = next(state for key, state in states.items() if key.startswith("EarlyStopping"))
+        best = next(state for key, state in states.items() if key.startswith("ModelCheckpoint{'monitor': 'val/bleu'"))
+        bleus = [row["val_bleu"] for row in states["LearningCurve"]["rows"]]
+        if bleus:
+            assert early["best_score"].item() == pytest.approx(max(bleus), abs=0.005)
+            assert best["best_model_score"].item() == pytest.approx(max(bleus), abs=0.005)
+            assert early["wait_count"] == len(bleus) - 1 - bleus.index(max(bleus))
     capfd.readouterr()
     resumed = train(params, "tiny")
     assert "resuming models/tiny/seed42/unfinished/last.ckpt at step 4" in capfd.readouterr().err

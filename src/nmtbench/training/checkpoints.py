@@ -35,8 +35,10 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
 class ResumePoint(ModelCheckpoint):
     """unfinished/last.ckpt, what an interrupted run resumes from: every `every_steps` updates, and after every
-    validation, once the curve, early stopping, best.ckpt and the snapshots have taken it in (Lightning calls the
-    checkpoint callbacks last, in the order given: this one goes after the others).
+    validation, once the curve, early stopping, best.ckpt and the snapshots have taken it in (train.py has them all
+    act at the validation's end; Lightning calls the checkpoint callbacks last, in the order given: this one goes after
+    the others). Resumed from a save after an epoch's last validation, Lightning goes straight to the epoch's end,
+    where a callback left to act there would find no metric and raise, and its state would lack that validation.
 
     A periodic save on a batch that a validation follows, training going on after it, is left to the save after that
     validation: resumed from a checkpoint taken before it, Lightning counts the batch's epoch done and never validates

@@ -96,8 +96,11 @@ def fit(params: Params, paths: RunPaths, vocab: dict, tokenized_dir: Path, start
     unfinished = Path(model_dir) / "unfinished"
     resume_from = resumable_checkpoint(unfinished, module.resumable_fingerprints, set_aside=rank_zero_only.rank == 0)
     monitor, mode = BEST[cfg.early_stopping_metric]
+    # every callback that reads a validation acts on it at its end, not at the epoch's end: ResumePoint saves right
+    # after them, and a run resumed from there must neither miss their state nor find the epoch's end without metrics
     checkpoint = ModelCheckpoint(dirpath=model_dir, filename="best", monitor=monitor, mode=mode,
-                                 save_top_k=1, auto_insert_metric_name=False, enable_version_counter=False)
+                                 save_top_k=1, auto_insert_metric_name=False, enable_version_counter=False,
+                                 save_on_train_epoch_end=False)
     max_time, flop_budget = budget_limits(cfg.budget, module.model)
     logger = make_wandb_logger(params.wandb, f"{name}-seed{seed}", Path("."),
                                {"model": name, "seed": seed, **block, **cfg.model_dump(),
@@ -110,7 +113,8 @@ def fit(params: Params, paths: RunPaths, vocab: dict, tokenized_dir: Path, start
         callbacks.append(LearningRateMonitor(logging_interval=None))
     if cfg.average_last:  # the weights of the last average_last validations, by step
         snapshots = ModelCheckpoint(dirpath=unfinished, filename="validated-{step}", monitor="step", mode="max",
-                                    save_top_k=cfg.average_last, save_weights_only=True, auto_insert_metric_name=False)
+                                    save_top_k=cfg.average_last, save_weights_only=True, auto_insert_metric_name=False,
+                                    save_on_train_epoch_end=False)
         callbacks.append(snapshots)
     if cfg.checkpoint_every_steps:  # after the other checkpoints, so that it holds their state of each validation
         callbacks.append(ResumePoint(unfinished, cfg.checkpoint_every_steps))
@@ -120,7 +124,8 @@ def fit(params: Params, paths: RunPaths, vocab: dict, tokenized_dir: Path, start
         callbacks.append(ValidationBleu(Tokenizer(tokenized_dir), list(val["src_ids"]), list(val["tgt"])))
     early_stopping = None
     if cfg.early_stopping_patience:
-        early_stopping = EarlyStopping(monitor=monitor, mode=mode, patience=cfg.early_stopping_patience)
+        early_stopping = EarlyStopping(monitor=monitor, mode=mode, patience=cfg.early_stopping_patience,
+                                       check_on_train_epoch_end=False)
         callbacks.append(early_stopping)
     hardware = detect_hardware(cfg.accelerator)
     precision = resolve_precision(cfg.precision, hardware)
