@@ -1,7 +1,7 @@
 """The one table renderer behind every results table: the same table as Markdown and as HTML."""
 import pytest
 
-from nmtbench.tables import Table
+from nmtbench.tables import Table, dash
 
 TABLE = Table(["Model", "BLEU", "note"], [["rnn", "30.50*", "a|b"], ["<lstm> & co", "1,234", "**bold** `x`"]], "lr-")
 
@@ -47,3 +47,8 @@ def test_control_characters_are_shown_as_escapes_in_both_renderings():
     table = Table(["Model", "output"], [["rnn", "Ein\x00Hund\x1b[2J\x85|"]], "ll")
     assert table.markdown().splitlines()[2] == "| rnn | Ein\\x00Hund\\x1b[2J\\x85\\| |"
     assert table.html().endswith("<tr><td>rnn</td><td>Ein\\x00Hund\\x1b[2J\\x85|</td></tr></table>")
+
+
+def test_dash_formats_a_figure_and_dashes_a_missing_one():
+    assert [dash(None), dash(""), dash(0, ".2f"), dash(6645.0, ",.0f"), dash(3.14e14, ".2e")] == [
+        "-", "-", "0.00", "6,645", "3.14e+14"]

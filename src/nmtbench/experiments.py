@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from nmtbench.evaluation.headline import BLEU_METRICS
-from nmtbench.tables import Table
+from nmtbench.tables import Table, dash
 
 MAIN_PARAMS = "params.yaml"  # its keys are shown bare; another params file's as <file>:<key>
 
@@ -28,7 +28,7 @@ def experiments(width: int, project: Path = Path(".")) -> str:
                  if len({json.dumps(found.get(key)) for found in params.values()}) > 1]
     parts = [f"BLEU of every model ({BLEU_METRICS}: the first test set, mean over seeds):"]
     if models:
-        parts += blocks(Table(["model", *columns], [[model, *(_bleu(bleu[label].get(model)) for label in columns)]
+        parts += blocks(Table(["model", *columns], [[model, *(dash(bleu[label].get(model), ".2f") for label in columns)]
                                                     for model in models], "l" + "r" * len(columns)), width)
     else:
         parts.append(f"none yet: no column has {BLEU_METRICS}; `dvc repro` (or `dvc exp run`) writes it")
@@ -101,10 +101,6 @@ def blocks(table: Table, width: int) -> list[str]:
             current = []
         current.append(i)
     return [block(indices).text() for indices in [*found, current]]
-
-
-def _bleu(value) -> str:
-    return "-" if value is None else f"{value:.2f}"
 
 
 def _value(params: dict, key: str) -> str:

@@ -17,6 +17,11 @@ RULES = {"l": ":---", "r": "---:", "-": "---"}
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # Unicode's category Cc: C0, DEL and C1
 
 
+def dash(value, spec: str = "") -> str:
+    """A figure as spec formats it; a dash where there is none (None, or an empty CSV cell)."""
+    return "-" if value is None or value == "" else format(value, spec)
+
+
 def visible(text: str) -> str:
     """text with every control character written as \\xNN: "a\\x00b" for a NUL between a and b."""
     return CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)

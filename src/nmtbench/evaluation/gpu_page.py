@@ -31,7 +31,7 @@ from nmtbench.blocks import ConfigError
 from nmtbench.evaluation.compute import FLIP_DEFINITION, flops_curve, ranking_flip, swap_text
 from nmtbench.provenance import code_text
 from nmtbench.runs import RunPaths
-from nmtbench.tables import Table
+from nmtbench.tables import Table, dash
 
 PARTS = ("setup", "tests", "published", "probe", "grid")  # gpu_check.sh's parts, in its order
 SUMMARY_LINE = re.compile(rf"^({'|'.join(PARTS)}): (.*)$")
@@ -184,11 +184,6 @@ def machine(calls: list[str], parts: dict[str, Part], runs: list[Run]) -> dict[s
             "torch": first(r"^versions: .*?\btorch ([^,\s]+)", log) or next((s["packages"]["torch"] for s in stamps),
                                                                             None),
             "commit": " / ".join(commits) or named}
-
-
-def dash(value, spec: str = "") -> str:
-    """A figure as spec formats it; a dash where it did not come back."""
-    return "-" if value is None else format(value, spec)
 
 
 def interval(test: dict | None) -> list[str]:

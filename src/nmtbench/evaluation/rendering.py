@@ -10,7 +10,7 @@ from nmtbench.evaluation.compute import swap_text
 from nmtbench.evaluation.scoring import PUBLISHED
 from nmtbench.evaluation.significance import SIGNIFICANCE_LEVEL
 from nmtbench.provenance import code_text
-from nmtbench.tables import Table, visible
+from nmtbench.tables import Table, dash, visible
 
 
 def markdown(comparison: dict) -> str:
@@ -58,7 +58,7 @@ def headline_table(comparison: dict) -> Table:
     """Per model: size, training time, BLEU cased (with its 95% interval) and lowercased on every test set, and
     decoding speed on the first."""
     splits = comparison["splits"]
-    rows = [[_model(name, comparison), _number(row["params"]), _mean_duration(row["train_seconds"]),
+    rows = [[_model(name, comparison), dash(row["params"], ","), _mean_duration(row["train_seconds"]),
              *(cell for split in splits for cell in (*_bleu_cells(row[split]), _cell(row[split]["bleu_lc"]))),
              _cell(row[splits[0]]["sentences_per_s"], 1)]
             for name, row in comparison["models"].items()]
@@ -77,8 +77,8 @@ def main_table(comparison: dict) -> Table:
     header += [f"{split} {column}" for split in splits for column in columns]
     rows = []
     for name, row in comparison["models"].items():
-        cells = [_model(name, comparison), _number(row["params"]), _mean_duration(row["train_seconds"]),
-                 _number(row["train_tokens_per_s"] and round(row["train_tokens_per_s"]["mean"])),
+        cells = [_model(name, comparison), dash(row["params"], ","), _mean_duration(row["train_seconds"]),
+                 dash(row["train_tokens_per_s"] and row["train_tokens_per_s"]["mean"], ",.0f"),
                  _cell(row["best_val_loss"], 3), _cell(row["best_val_bleu"])]
         for split in splits:
             cells += [*_bleu_cells(row[split]), _cell(row[split]["bleu_lc"]),
@@ -261,10 +261,6 @@ def _model(name: str, comparison: dict) -> str:
     if name == comparison["baseline"]:
         return f"{name} (baseline)"
     return f"{name} (external)" if comparison["models"][name].get("external") else name
-
-
-def _number(params: int | None) -> str:
-    return "-" if params is None else f"{params:,}"
 
 
 def _bleu_cells(scores: dict) -> list[str]:

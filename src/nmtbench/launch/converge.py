@@ -21,7 +21,7 @@ from nmtbench.evaluation.compute import ranking_flip, swap_text
 from nmtbench.files import lock_owner, write_bytes
 from nmtbench.launch.scheduler import FOLDER, alive
 from nmtbench.runs import RAISABLE, RunPaths
-from nmtbench.tables import Table
+from nmtbench.tables import Table, dash
 from nmtbench.training.curves import best_validation
 
 # epochs a run is assumed to take until one in the workspace has stopped early: the 2 x 2 converged in 18 to 23
@@ -206,21 +206,18 @@ def finished_table(params: Params, root: Path = Path("."), exported: Path | None
                 continue
             train, scores, curve = found
             kept = best_validation(curve, params.for_model(model).train.early_stopping_metric) if curve else {}
-            best = {key: train.get(f"best_{key}", kept.get(key)) for key in ("epoch", "step", "train_flops")}
+            best = {key: train.get(f"best_{key}", kept.get(key) and float(kept[key]))  # a CSV's text
+                    for key in ("epoch", "step", "train_flops")}
             name = model if len(params.seeds) == 1 else f"{model} (seed {seed})"
-            cells = [name, f"{train['params']:,}", f"{train['epochs']:g} ({_figure(best['epoch'], '{:g}')})",
-                     _figure(best["step"], "{:,}"), _figure(best["train_flops"], "{:.2e}"), train["stopped_by"]]
+            cells = [name, f"{train['params']:,}", f"{train['epochs']:g} ({dash(best['epoch'], 'g')})",
+                     dash(best["step"], ",.0f"), dash(best["train_flops"], ".2e"), train["stopped_by"]]
             for split in splits:
                 score = scores.get(split, {})
-                cells += [_figure(score.get(key), "{:.2f}") for key in ("bleu", "bleu_lc_tok", "chrf")]
-            cells.append(_figure(scores.get(splits[0], {}).get("sentences_per_s"), "{:.1f}"))  # beam search's
+                cells += [dash(score.get(key), ".2f") for key in ("bleu", "bleu_lc_tok", "chrf")]
+            cells.append(dash(scores.get(splits[0], {}).get("sentences_per_s"), ".1f"))  # beam search's
             rows.append((-scores.get(splits[0], {}).get("bleu", float("-inf")), cells))
     align = "lrrrrl" + "r" * (len(header) - 6)
     return Table(header, [cells for _, cells in sorted(rows, key=lambda row: row[0])], align).markdown()
-
-
-def _figure(value, form: str) -> str:
-    return "-" if value in (None, "") else form.format(int(value) if form == "{:,}" else float(value))
 
 
 def rows_of(model: str, seed: int, root: Path, exported: Path | None) -> list[dict] | None:
