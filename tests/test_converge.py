@@ -128,6 +128,21 @@ def test_a_recipe_with_an_update_limit_is_expected_to_train_to_it_and_every_run_
         "(10 epochs a run, from the runs here that stopped early; capped to its update limit)")
 
 
+def test_a_run_that_early_stopping_ended_at_its_update_limit_says_nothing_of_how_long_the_others_take(tmp_path):
+    """The papers' Transformer stops at its 8,000 updates after 143 epochs: the GRU beside it is not expected to
+    train 143."""
+    params = grid({"capped": {**TRANSFORMER, "train": {"max_steps": 100}}, "gru": RNN})
+    for root, steps, epochs in [(tmp_path / "at_limit", 100, 143), (tmp_path / "before", 60, 12)]:
+        write_run(root, "capped", {"epochs": epochs, "steps": steps, "train_seconds": 10.0 * epochs,
+                                   "stopped_by": "early_stopping"}, evaluated=True)
+        write_run(root, "gru", curve=[(5, 1.0, 30.0, 1.0)])
+    runs = progress(params, tmp_path / "at_limit")
+    assert seconds_left(runs) == ({("gru", 1): (ASSUMED_EPOCHS - 1) * 30.0}, ASSUMED_EPOCHS)
+    assert status_table(runs, jobs=1).endswith(f"({ASSUMED_EPOCHS} epochs a run assumed until one stops early)")
+    # stopped before its limit: it counts
+    assert seconds_left(progress(params, tmp_path / "before")) == ({("gru", 1): 11 * 30.0}, 12)
+
+
 def test_every_runs_curve_so_far_is_one_markdown_table(tmp_path):
     params = grid({"done": RNN, "half": TRANSFORMER, "kin": TRANSFORMER})
     write_run(tmp_path, "done", {"epochs": 2, "train_seconds": 10.0, "stopped_by": "early_stopping"},

@@ -53,6 +53,12 @@ class RunProgress:
         return self.max_steps * self.epochs / self.steps if self.max_steps and self.steps and self.epochs >= 1 else None
 
     @property
+    def stopped_early(self) -> bool:
+        """Ended by early stopping before any update limit: one that early stopping ended at its limit (fairseq's
+        recipe does) tells nothing of when early stopping comes."""
+        return self.stopped_by == "early_stopping" and not (self.max_steps and self.steps >= self.max_steps)
+
+    @property
     def training_done(self) -> bool:
         return self.state in ("evaluated", "trained")
 
@@ -73,6 +79,7 @@ def progress(params: Params, root: Path = Path(".")) -> list[RunProgress]:
                 run.state = "evaluated" if paths.eval_metrics.is_file() else "trained"
                 run.epochs, run.seconds = metrics["epochs"], metrics["train_seconds"]
                 run.best_val_bleu, run.stopped_by = metrics.get("best_val_bleu"), metrics.get("stopped_by")
+                run.steps = metrics.get("steps", 0)
             else:
                 rows = curve_rows(paths)
                 if rows is not None:
@@ -111,10 +118,11 @@ def expected_epochs(run: RunProgress, expected: int) -> float:
 
 def seconds_left(runs: list[RunProgress]) -> tuple[dict[tuple[str, int], float | None], int]:
     """Each unfinished run's training time left, and the epochs a run is expected to take: the median of the runs
-    here that stopped early, else ASSUMED_EPOCHS (expected_epochs: a run with an update limit, to that limit). A
+    here that stopped early (RunProgress.stopped_early), else ASSUMED_EPOCHS (expected_epochs: a run with an update
+    limit, to that limit). A
     run's time per epoch is its own, else the median of its family's measured runs, else of every measured run;
     None where nothing is measured yet."""
-    stopped = [run.epochs for run in runs if run.stopped_by == "early_stopping"]
+    stopped = [run.epochs for run in runs if run.stopped_early]
     expected = round(statistics.median(stopped)) if stopped else ASSUMED_EPOCHS
     measured = [run for run in runs if run.seconds_per_epoch]
     left = {}
@@ -151,7 +159,7 @@ def status_table(runs: list[RunProgress], jobs: int) -> str:
     estimate = (f"about {sum(known) / 3600 / jobs:.1f} h of training left at {jobs} at once"
                 + (f", {unknown} run(s) not yet estimable" if unknown else "")) if left else "no training left"
     basis = "" if not left else (f" ({expected} epochs a run, from the runs here that stopped early"
-                                 if any(run.stopped_by == "early_stopping" for run in runs)
+                                 if any(run.stopped_early for run in runs)
                                  else f" ({expected} epochs a run assumed until one stops early")
     limited = [run.model for run in runs if not run.training_done and run.epochs_to_update_limit]
     basis += f"; {', '.join(limited)} to its update limit)" if limited and basis else (")" if basis else "")
