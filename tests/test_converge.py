@@ -143,6 +143,14 @@ def test_a_run_that_early_stopping_ended_at_its_update_limit_says_nothing_of_how
     assert seconds_left(progress(params, tmp_path / "before")) == ({("gru", 1): 11 * 30.0}, 12)
 
 
+def test_a_run_is_expected_to_train_at_least_the_epochs_its_patience_needs_to_stop_it(tmp_path):
+    params = grid({"done": RNN, "patient": {**RNN, "train": {"early_stopping_patience": 20}}})
+    write_run(tmp_path, "done", {"epochs": 12, "train_seconds": 120.0, "stopped_by": "early_stopping"},
+              evaluated=True)
+    write_run(tmp_path, "patient", curve=[(5, 1.0, 30.0, 1.0)])
+    assert seconds_left(progress(params, tmp_path)) == ({("patient", 1): (21 - 1) * 30.0}, 12)
+
+
 def test_every_runs_curve_so_far_is_one_markdown_table(tmp_path):
     params = grid({"done": RNN, "half": TRANSFORMER, "kin": TRANSFORMER})
     write_run(tmp_path, "done", {"epochs": 2, "train_seconds": 10.0, "stopped_by": "early_stopping"},

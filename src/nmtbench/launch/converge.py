@@ -42,6 +42,7 @@ class RunProgress:
     steps: int = 0  # optimizer updates so far
     max_epochs: int | None = None  # its recipe's limits (train.max_epochs, train.max_steps; None: unlimited)
     max_steps: int | None = None
+    patience: int = 0  # train.early_stopping_patience: the validations without a better one that stop it
 
     @property
     def seconds_per_epoch(self) -> float | None:
@@ -73,7 +74,8 @@ def progress(params: Params, root: Path = Path(".")) -> list[RunProgress]:
             paths = RunPaths(model, seed, root)
             recipe = params.for_model(model).train
             run = RunProgress(model, seed, str(block.get("family")), "not started", max_epochs=recipe.max_epochs,
-                              max_steps=recipe.max_steps if recipe.max_steps > 0 else None)
+                              max_steps=recipe.max_steps if recipe.max_steps > 0 else None,
+                              patience=recipe.early_stopping_patience or 0)
             if paths.train_metrics.is_file():
                 metrics = json.loads(paths.train_metrics.read_text())
                 run.state = "evaluated" if paths.eval_metrics.is_file() else "trained"
@@ -112,8 +114,10 @@ def curve_rows(paths: RunPaths) -> list[dict] | None:
 
 def expected_epochs(run: RunProgress, expected: int) -> float:
     """The epochs this run should take: a recipe with an update limit (fairseq's --max-update) trains to it, once
-    its updates an epoch are measured; any other, `expected`, at most its max_epochs."""
-    return run.epochs_to_update_limit or min(expected, run.max_epochs or expected)
+    its updates an epoch are measured; any other, `expected`, but no fewer than its patience lets early stopping end
+    it (a validation an epoch) and at most its max_epochs."""
+    epochs = max(expected, run.patience + 1) if run.patience else expected
+    return run.epochs_to_update_limit or min(epochs, run.max_epochs or epochs)
 
 
 def seconds_left(runs: list[RunProgress]) -> tuple[dict[tuple[str, int], float | None], int]:
