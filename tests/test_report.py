@@ -36,6 +36,7 @@ BEAM_SWEEP = {"model": "transformer", "seed": 1, "split": "test_2016_flickr", "s
               "length_penalty": "gnmt", "bleu_signature": "nrefs:1|case:mixed|tok:13a",
               "rows": [{"beam": beam, "alpha": 1.0, "bleu": 30.0 + beam, "chrf": 55.0, "seconds": 2.0,
                         "sentences_per_s": 40.0 / beam, "target_tokens_per_s": 500.0 / beam} for beam in (1, 2)]}
+BEAM_SWEEP["rows"][1]["bleu_breakdown"] = "62.0/40.0/28.0/20.0 (BP = 0.971 ratio = 0.971 hyp_len = 340 ref_len = 350)"
 
 
 @pytest.fixture
@@ -107,7 +108,10 @@ def test_report_embeds_every_plot(outputs):
     assert "Models without attention (nothing to draw): lstm." in text
     assert "one panel per model (its first run; greedy decoding of sentence 0 of test_2016_flickr)" in text
     assert "<h3>test_2017_flickr</h3>" in text  # every test set
+    # the sweep's rows: BLEU's breakdown where the sweep recorded it, a dash in a row written before it was
+    assert ('<tr><td class="number">1</td><td class="number">1</td><td class="number">31.00</td><td>-</td>' in text)
     assert ('<tr><td class="number">2</td><td class="number">1</td><td class="number">32.00</td>'
+            f'<td>{BEAM_SWEEP["rows"][1]["bleu_breakdown"]}</td>'
             '<td class="number">55.00</td><td class="number">20.0</td><td class="number">250</td></tr>' in text)
     assert "transformer (seed 1) on the first 20 sentences of test_2016_flickr, gnmt length penalty" in text
 

@@ -33,7 +33,8 @@ def test_matches_sacrebleu_command_line(tmp_path):
     result = score(HYPOTHESES, REFERENCES)
     expected = {"bleu": bleu_cli, "bleu_lc": bleu_lc, "chrf": chrf, "ter": ter}
     assert result == {**{key: out["score"] for key, out in expected.items()},
-                      **{f"{key}_signature": out["signature"] for key, out in expected.items()}}
+                      **{f"{key}_signature": out["signature"] for key, out in expected.items()},
+                      "bleu_breakdown": bleu_cli["verbose_score"]}
     assert set(SCORES) == set(expected)
     assert "case:mixed" in result["bleu_signature"] and "tok:13a" in result["bleu_signature"]
     assert "case:lc" in result["bleu_lc_signature"] and "tok:13a" in result["bleu_lc_signature"]
@@ -45,6 +46,15 @@ def test_known_small_case():
     result = score(HYPOTHESES, REFERENCES)
     assert isinstance(result["bleu"], float)
     assert (result["bleu"], result["bleu_lc"], result["chrf"], result["ter"]) == (38.15, 51.51, 67.17, 23.08)
+
+
+def test_breakdown_tells_a_short_output_from_wrong_words():
+    # the same words, the second sentence cut short: every n-gram still matches, only the brevity penalty falls,
+    # to exp(1 - 12 / 8) for 8 tokens against 12
+    result = score(["a man rides a horse .", "two dogs"], ["a man rides a horse .", "two dogs play in snow ."])
+    assert result["bleu_breakdown"] == ("100.0/100.0/100.0/100.0 (BP = 0.607 ratio = 0.667 hyp_len = 8 "
+                                        "ref_len = 12)")
+    assert result["bleu"] == 60.65
 
 
 def test_bleu_is_cased_and_bleu_lc_is_not():
@@ -88,6 +98,7 @@ def test_published_convention_bleu_is_multi_bleu_on_moses_tokenized_lowercased_t
     assert result["bleu_lc_tok"] == expected["score"] == 30.84
     assert result["bleu_lc_tok_signature"] == "moses-tok:de|lc|" + expected["signature"]
     assert result["bleu_lc_tok"] != result["bleu_lc"]  # 13a splits "Mann's" otherwise than Moses does
+    assert result["bleu_lc_tok_breakdown"] == expected["verbose_score"]
     assert "bleu_lc_tok" not in score(hypotheses, references)  # only where the target language is known
 
 
@@ -100,5 +111,6 @@ def test_the_papers_tokens_are_scored_as_they_are_like_multi_bleu(tmp_path):
     result = score(hypotheses, references, lang="de", tokenized=True)
     assert result["bleu_lc_tok"] == expected["score"] == 34.02
     assert result["bleu_lc_tok_signature"] == "moses-lc-text:de|" + expected["signature"]
+    assert result["bleu_lc_tok_breakdown"] == expected["verbose_score"]
     assert result["bleu_lc_tok"] != score(hypotheses, references, lang="de")["bleu_lc_tok"]
     assert all(result[f"{key}_signature"].startswith("moses-lc-text:de|nrefs:1|") for key in SCORES)

@@ -216,7 +216,8 @@ def test_evaluate_and_beam_sweep_score_every_sentence(trained, capfd):
     rounding = 0.005 * (len(sweep["rows"]) + 1)  # each figure is rounded to hundredths of a second
     assert sweep["provenance"]["wall_seconds"] + rounding >= sum(row["seconds"] for row in sweep["rows"])
     assert open("results/beam_sweep.png", "rb").read(4) == b"\x89PNG"
-    assert "| 2 | 1 |" in open("results/beam_sweep.md").read()
+    assert f"| 2 | 1 | {sweep['rows'][1]['bleu']:.2f} | {sweep['rows'][1]['bleu_breakdown']} |" in open(
+        "results/beam_sweep.md").read()
 
 
 def test_evaluate_keeps_one_attention_map_and_logs_every_translation(trained):

@@ -14,7 +14,7 @@ from nmtbench.loading import load_model, resolve_device
 from nmtbench.progress import progress_bar
 from nmtbench.provenance import stamp
 from nmtbench.runs import RESULTS, RunPaths
-from nmtbench.tables import Table
+from nmtbench.tables import Table, dash
 
 
 def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out_dir: Path = RESULTS) -> dict:
@@ -40,7 +40,8 @@ def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out
             seconds = time.perf_counter() - decoding
             hypotheses = [tokenizer.decode(hyps[0].tokens) for hyps in found]
             scores = score(hypotheses, references, params.data.tgt_lang, params.data.tokenized)
-            rows.append({"beam": beam, "alpha": alpha, "bleu": scores["bleu"], "chrf": scores["chrf"],
+            rows.append({"beam": beam, "alpha": alpha, "bleu": scores["bleu"],
+                         "bleu_breakdown": scores["bleu_breakdown"], "chrf": scores["chrf"],
                          "seconds": round(seconds, 2), "sentences_per_s": round(n / seconds, 1),
                          "target_tokens_per_s": round(sum(len(h[0].tokens) + 1 for h in found) / seconds, 1)})
     result = {"model": cfg.model, "seed": cfg.seed, "split": split_name, "sentences": n,
@@ -53,10 +54,13 @@ def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out
 
 
 def sweep_table(result: dict) -> Table:
-    """One row per beam size and alpha: quality and speed (results/beam_sweep.md and the report page)."""
-    rows = [[str(r["beam"]), f"{r['alpha']:g}", f"{r['bleu']:.2f}", f"{r['chrf']:.2f}", f"{r['sentences_per_s']:,.1f}",
-             f"{r['target_tokens_per_s']:,.0f}"] for r in result["rows"]]
-    return Table(["beam", "alpha", "BLEU", "chrF", "sentences/s", "target tokens/s"], rows, "rrrrrr")
+    """One row per beam size and alpha: quality, what the BLEU is made of (the length penalty moves its brevity
+    penalty; a sweep written before it was recorded shows a dash), and speed (results/beam_sweep.md and the report
+    page)."""
+    rows = [[str(r["beam"]), f"{r['alpha']:g}", f"{r['bleu']:.2f}", dash(r.get("bleu_breakdown")), f"{r['chrf']:.2f}",
+             f"{r['sentences_per_s']:,.1f}", f"{r['target_tokens_per_s']:,.0f}"] for r in result["rows"]]
+    return Table(["beam", "alpha", "BLEU", "n-gram precisions (brevity penalty, lengths)", "chrF", "sentences/s",
+                  "target tokens/s"], rows, "rrrlrrr")
 
 
 def table(result: dict) -> str:

@@ -6,6 +6,7 @@ from different runs or papers are only compared when their signatures match.
 from __future__ import annotations
 
 from sacrebleu.metrics import BLEU, CHRF, TER
+from sacrebleu.metrics.bleu import BLEUScore
 from sacremoses import MosesTokenizer
 
 SCORES = ("bleu", "bleu_lc", "chrf", "ter")
@@ -17,6 +18,7 @@ def score(hypotheses: list[str], references: list[str], lang: str | None = None,
 
     bleu: cased BLEU with the 13a tokenizer, the headline; bleu_lc: the same lowercased; chrf: chrF2; ter:
     TER (lower is better). Given the target language, also bleu_lc_tok, the published papers' convention.
+    bleu_breakdown and bleu_lc_tok_breakdown: what each BLEU is made of (`breakdown`).
     tokenized: both sides are the papers' own lowercased Moses tokens (data.preprocess moses_lowercase), so
     bleu_lc_tok scores them as they are, as multi-bleu.perl does, and every signature starts with
     `moses-lc-text:<lang>|` to tell these figures from those of detokenized text.
@@ -24,23 +26,36 @@ def score(hypotheses: list[str], references: list[str], lang: str | None = None,
     _check(hypotheses, references)
     metrics = {"bleu": BLEU(), "bleu_lc": BLEU(lowercase=True), "chrf": CHRF(), "ter": TER()}
     prefix = f"moses-lc-text:{lang}|" if tokenized else ""
-    result = {key: round(metric.corpus_score(hypotheses, [references]).score, 2) for key, metric in metrics.items()}
+    found = {key: metric.corpus_score(hypotheses, [references]) for key, metric in metrics.items()}
+    result = {key: round(scored.score, 2) for key, scored in found.items()}
     result.update({f"{key}_signature": prefix + str(metric.get_signature()) for key, metric in metrics.items()})
+    result["bleu_breakdown"] = breakdown(found["bleu"])
     if tokenized:
-        found, signature = tokens_bleu(hypotheses, references)
-        result[PUBLISHED], result[f"{PUBLISHED}_signature"] = found, prefix + signature
+        published, signature = tokens_bleu(hypotheses, references)
+        signature = prefix + signature
     elif lang is not None:
-        result[PUBLISHED], result[f"{PUBLISHED}_signature"] = tokenized_lowercase_bleu(hypotheses, references, lang)
+        published, signature = tokenized_lowercase_bleu(hypotheses, references, lang)
+    if tokenized or lang is not None:
+        result[PUBLISHED], result[f"{PUBLISHED}_signature"] = round(published.score, 2), signature
+        result[f"{PUBLISHED}_breakdown"] = breakdown(published)
     return result
 
 
-def tokens_bleu(hypotheses: list[str], references: list[str]) -> tuple[float, str]:
+def breakdown(found: BLEUScore) -> str:
+    """sacreBLEU's verbose line: the four n-gram precisions, then the brevity penalty, the length ratio and the
+    lengths, e.g. `70.9/47.4/34.1/24.7 (BP = 0.967 ratio = 0.967 hyp_len = 11707 ref_len = 12103)`. fairseq and
+    multi-bleu.perl print the same after a paper's BLEU, so a gap to it reads as n-grams or as length."""
+    return (f"{found.prec_str} (BP = {found.bp:.3f} ratio = {found.ratio:.3f} hyp_len = {found.sys_len:d} "
+            f"ref_len = {found.ref_len:d})")
+
+
+def tokens_bleu(hypotheses: list[str], references: list[str]) -> tuple[BLEUScore, str]:
     """(BLEU, signature) of text split at spaces only, as multi-bleu.perl scores tokenized text."""
     metric = BLEU(tokenize="none", force=True)  # force: the input is tokenized on purpose
-    return round(metric.corpus_score(hypotheses, [references]).score, 2), str(metric.get_signature())
+    return metric.corpus_score(hypotheses, [references]), str(metric.get_signature())
 
 
-def tokenized_lowercase_bleu(hypotheses: list[str], references: list[str], lang: str) -> tuple[float, str]:
+def tokenized_lowercase_bleu(hypotheses: list[str], references: list[str], lang: str) -> tuple[BLEUScore, str]:
     """(BLEU, signature) the way multi-bleu.perl scores Multi30k papers' outputs: both sides lowercased and
     tokenized by the Moses tokenizer of the target language (sacremoses, no escaping, no aggressive hyphen
     splitting), then scored on those tokens as they are."""
