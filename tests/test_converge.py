@@ -3,6 +3,7 @@ order it starts stages in; and, on a tiny workspace, a SIGKILL of everything it 
 command, ending where an uninterrupted run ends, scores compared exactly."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -16,12 +17,15 @@ import psutil
 import pytest
 import torch
 import yaml
+from datasets import Dataset, DatasetDict
 
 from helpers.project import keep_models, pipeline_env, scores
 from nmtbench.cli import main
 from nmtbench.config import ConfigError, parse_params
+from nmtbench.evaluation.scoring import score
 from nmtbench.launch.converge import (
     ASSUMED_EPOCHS,
+    compare_finished,
     converge,
     curves_table,
     export_finished,
@@ -244,6 +248,70 @@ def test_an_export_carries_the_workspaces_params_and_from_reads_the_table_with_t
     monkeypatch.chdir(ROOT)  # the checkout's params.yaml: early stopping by val loss, the lowest at epoch 2 here
     assert main(["converge", "--from", str(tmp_path / "out"), "--table"]) == 0
     assert "| old | 1,000 | 2 (1) | 5 | 5.00e+09 | early_stopping | - |" in capsys.readouterr().out
+
+
+REFERENCES = ["Ein Hund rennt .", "Zwei Kinder spielen im Schnee .", "Eine Frau liest ein Buch .",
+              "Ein Mann fährt Rad .", "Drei Vögel sitzen auf einem Ast .", "Ein Junge springt ins Wasser ."]
+OUTPUTS = {"good": REFERENCES,
+           "fair": ["Ein Hund läuft .", "Zwei Kinder spielen im Schnee .", "Eine Frau liest .",
+                    "Ein Mann fährt Fahrrad .", "Drei Vögel auf einem Ast .", "Ein Junge springt ."],
+           "poor": ["Ein Hund .", "Kinder .", "Eine Frau .", "Ein Mann .", "Vögel .", "Ein Junge ."]}
+
+
+def write_finished_workspace(root: Path, params) -> None:
+    """Three evaluated runs whose translations of both test sets are OUTPUTS, each eval.json scored from them, and
+    a fourth model still training; the test sets as the tokenize stage leaves them."""
+    splits = params.data.eval_splits
+    DatasetDict({split: Dataset.from_dict({"src": [f"source {i}" for i in range(len(REFERENCES))],
+                                           "tgt": REFERENCES}) for split in splits}).save_to_disk(
+        str(root / "data/tokenized/dataset"))
+    for model, lines in OUTPUTS.items():
+        write_run(root, model, {"params": 1000, "train_seconds": 10.0, "train_tokens_per_s": 5.0, "best_val_loss": 2.0,
+                                "steps": 10, "target_tokens": 50, "epochs": 2, "stopped_by": "early_stopping"},
+                  curve=[(5, 1.0, 5.0, 12.0), (10, 2.0, 10.0, 15.0)])
+        text = "".join(line + "\n" for line in lines)
+        (root / f"results/{model}/seed1").mkdir(parents=True)
+        for split in splits:
+            (root / f"results/{model}/seed1/{split}.txt").write_text(text)
+        (root / f"metrics/{model}/seed1/eval.json").write_text(json.dumps({split: {
+            **score(lines, REFERENCES), "sentences_per_s": 50.0,
+            "hypotheses_sha256": hashlib.sha256(text.encode()).hexdigest()} for split in splits}))
+    write_run(root, "half", curve=[(5, 1.0, 200.0, 3.25)])
+
+
+def test_the_models_finished_so_far_are_compared_with_intervals_from_the_workspace_or_its_export(
+        tmp_path, monkeypatch, capsys):
+    """While the grid trains: the compare stage over the finished models alone, against a finished baseline, into a
+    folder of its own; the workspace's results/ is left as it was, and an export compares as the workspace does."""
+    params = grid({"half": TRANSFORMER, "good": TRANSFORMER, "fair": RNN, "poor": RNN})  # baseline: half, training
+    params = params.model_copy(update={"compare": params.compare.model_copy(update={"examples": [0]})})
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params.model_dump(mode="json"), sort_keys=False))
+    write_finished_workspace(tmp_path, params)
+    results = sorted(path for path in (tmp_path / "results").rglob("*"))
+    with pytest.raises(ConfigError, match="^nmtbench converge --compare: the baseline half has not finished; name a "
+                                          "finished model with --baseline: good, fair, poor$"):
+        compare_finished(params, tmp_path / "so-far", root=tmp_path)
+    comparison = compare_finished(params, tmp_path / "so-far", "fair", root=tmp_path)
+    assert sorted(path.name for path in (tmp_path / "so-far").iterdir()) == [
+        "bleu.json", "comparison.json", "comparison.md", "flops_curves.csv"]
+    assert sorted(path for path in (tmp_path / "results").rglob("*")) == results  # nothing written there
+    split = params.data.eval_splits[0]
+    assert comparison["baseline"] == "fair" and list(comparison["models"]) == ["good", "fair", "poor"]
+    for model, lines in OUTPUTS.items():
+        assert comparison["models"][model][split]["bleu"]["mean"] == score(lines, REFERENCES)["bleu"]
+    assert comparison["models"]["fair"][split]["bootstrap"]["p_value"] is None  # the baseline against itself
+    assert comparison["models"]["good"][split]["bootstrap"]["p_value"] < 0.05
+    assert "fair (baseline)" in (tmp_path / "so-far/comparison.md").read_text()
+    export_finished(progress(params, tmp_path), tmp_path / "out", tmp_path)
+    monkeypatch.chdir(tmp_path)  # the test sets: this workspace's data/tokenized
+    assert main(["converge", "--from", "out", "--compare", "from-export", "--baseline", "fair"]) == 0
+    assert capsys.readouterr().out == "nmtbench converge: compared 3 finished model(s) against fair in " \
+                                      "from-export/comparison.md\n"
+    exported = json.loads((tmp_path / "from-export/comparison.json").read_text())
+    assert {**exported, "provenance": None} == {**json.loads(json.dumps(comparison)), "provenance": None}
+    assert main(["converge", "--baseline", "fair"]) == 2
+    assert capsys.readouterr().err.strip() == ("nmtbench converge: error: --baseline: only --compare reads it; add "
+                                               "--compare FOLDER, or leave --baseline out")
 
 
 def test_each_run_is_evaluated_before_the_next_starts_and_named_models_go_first(tmp_path):

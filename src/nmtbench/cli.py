@@ -218,10 +218,13 @@ def _converge(args):
     from nmtbench.launch.converge import converge
 
     _check_at_least_one(args)
+    if args.baseline and args.compare is None:
+        raise ConfigError("--baseline: only --compare reads it; add --compare FOLDER, or leave --baseline out")
     recipe = args.exported and Path(args.exported) / "params.yaml"  # an export carries the params its runs had
     params = load_params(recipe if recipe and recipe.is_file() else args.params)
     return converge(params, args.jobs, args.models, status_only=args.status, curves=args.curves, export=args.export,
-                    plot=args.plot, threads=args.threads, exported=args.exported, table=args.table)
+                    plot=args.plot, threads=args.threads, exported=args.exported, table=args.table,
+                    compared=args.compare, baseline=args.baseline)
 
 
 def _check_at_least_one(args) -> None:
@@ -362,9 +365,14 @@ def build_parser() -> argparse.ArgumentParser:
     converge.add_argument("--table", action="store_true",
                           help="only print every evaluated run's size, best checkpoint, stopping and scores on each "
                           "test set, as a markdown table, the best first (make headline)")
+    converge.add_argument("--compare", type=Path, metavar="FOLDER",
+                          help="only run the compare stage over the models finished so far, into FOLDER "
+                          "(comparison.md and .json): intervals, p-values and verdicts while the grid still trains")
+    converge.add_argument("--baseline", metavar="MODEL",
+                          help="--compare's baseline (default: compare.baseline, which must have finished)")
     converge.add_argument("--from", type=Path, metavar="FOLDER", dest="exported",
-                          help="--curves, --plot and --table read the runs --export copied to FOLDER, with the "
-                          "params.yaml it copied there, not this workspace's (make headline)")
+                          help="--curves, --plot, --table and --compare read the runs --export copied to FOLDER, with "
+                          "the params.yaml it copied there, not this workspace's (make headline)")
     timed = command("timed-grid", _timed_grid, "every run of params.yaml + profiles trained, evaluated and compared "
                     "within a fixed wall time, N at once, on a machine with or without dvc (docs/gpu.md)")
     probe = command("probe-jobs", _probe_jobs, "how many trainings at once move the most target tokens through this "

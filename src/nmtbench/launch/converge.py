@@ -10,6 +10,7 @@ import json
 import shutil
 import statistics
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from nmtbench.config import ConfigError, LaunchConfig, Params
 from nmtbench.evaluation.compute import ranking_flip, swap_text
 from nmtbench.files import lock_owner, write_bytes
 from nmtbench.launch.scheduler import FOLDER, alive
-from nmtbench.runs import RAISABLE, RunPaths
+from nmtbench.runs import RAISABLE, RESULTS, RunPaths
 from nmtbench.tables import Table, dash
 from nmtbench.training.curves import best_validation
 
@@ -286,13 +287,63 @@ def export_finished(runs: list[RunProgress], folder: Path, root: Path = Path("."
     for run in runs:
         if run.state != "evaluated":
             continue
-        paths, target = RunPaths(run.model, run.seed, root), Path(folder) / run.model / f"seed{run.seed}"
+        target = Path(folder) / run.model / f"seed{run.seed}"
         target.mkdir(parents=True, exist_ok=True)
-        for file in (paths.train_metrics, paths.learning_curve, paths.eval_metrics, *sorted(paths.results_dir.glob(
-                "*.txt"))):
+        for file in [file for files in run_files(run.model, run.seed, root, None) for file in files]:
             shutil.copyfile(file, target / file.name)
         copied.append(f"{run.model}-{run.seed}")
     return copied
+
+
+def run_files(model: str, seed: int, root: Path, exported: Path | None) -> tuple[list[Path], list[Path]]:
+    """A run's metrics files (train.json, learning_curve.csv, eval.json) and test translations, in the workspace at
+    root or in the folder its export went to."""
+    if exported is not None:
+        folder = Path(exported) / model / f"seed{seed}"
+        metrics = [folder / name for name in ("train.json", "learning_curve.csv", "eval.json")]
+        return metrics, sorted(folder.glob("*.txt"))
+    paths = RunPaths(model, seed, root)
+    return [paths.train_metrics, paths.learning_curve, paths.eval_metrics], sorted(paths.results_dir.glob("*.txt"))
+
+
+def compare_finished(params: Params, folder: Path, baseline: str | None = None, root: Path = Path("."),
+                     exported: Path | None = None, tokenized_dir: Path = Path("data/tokenized")) -> dict:
+    """The compare stage over the models whose every run is evaluated so far (the workspace's, or an export's),
+    written into folder (comparison.json and .md, flops_curves.csv, bleu.json): each model's 95% interval and p
+    against the baseline, the verdicts and the swaps while the grid still trains. The runs are gathered in a
+    scratch folder laid out as the compare stage reads them, so the workspace's results/ stays dvc's."""
+    from nmtbench.data.tokenizer import load_tokenized
+    from nmtbench.evaluation.compare import compare
+
+    names = [model for model in params.models
+             if all(finished_run(model, seed, root, exported) for seed in params.seeds)]
+    if not names:
+        raise ConfigError("nmtbench converge --compare: no model has been evaluated yet; compare once the first "
+                          "run has finished")
+    baseline = baseline or params.compare.baseline or next(iter(params.models))
+    if baseline not in names:
+        raise ConfigError(f"nmtbench converge --compare: the baseline {baseline} has not finished; name a finished "
+                          f"model with --baseline: {', '.join(names)}")
+    test_sets = load_tokenized(Path(root) / tokenized_dir)
+    published = {name: row for name, row in params.compare.published.items() if name in names}
+    cfg = params.compare.model_copy(update={"baseline": baseline, "published": published})
+    with tempfile.TemporaryDirectory() as scratch:
+        for model in names:
+            for seed in params.seeds:
+                paths = RunPaths(model, seed, Path(scratch))
+                metrics, translations = run_files(model, seed, root, exported)
+                for target_dir, files in ((paths.metrics_dir, metrics), (paths.results_dir, translations)):
+                    target_dir.mkdir(parents=True, exist_ok=True)
+                    for file in files:
+                        shutil.copyfile(file, target_dir / file.name)
+        comparison = compare(names, params.seeds, cfg, test_sets, root=Path(scratch),
+                             blocks={name: params.models[name] for name in names}, budget=params.train.budget,
+                             lang=params.data.tgt_lang, tokenized=params.data.tokenized)
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        for file in (Path(scratch) / RESULTS).iterdir():  # the comparison's files, not the runs gathered beside them
+            if file.is_file():
+                shutil.copyfile(file, Path(folder) / file.name)
+    return comparison
 
 
 def stage_order(runs: list[RunProgress], first: list[str] = ()) -> list[str]:
@@ -308,12 +359,14 @@ def stage_order(runs: list[RunProgress], first: list[str] = ()) -> list[str]:
 
 def converge(params: Params, jobs: int | None = None, first: list[str] = (), status_only: bool = False,
              curves: bool = False, export: Path | None = None, plot: Path | None = None, threads: int | None = None,
-             exported: Path | None = None, table: bool = False, out=None) -> int:
+             exported: Path | None = None, table: bool = False, compared: Path | None = None,
+             baseline: str | None = None, out=None) -> int:
     """first: models to start before the others, in this order. jobs, threads: launch.jobs and
     launch.threads_per_job for this call. curves: only print every run's val BLEU so far.
     export: only copy the evaluated runs' small outputs there. plot: only draw every run's val BLEU against
-    training FLOPs so far there. table: only print the evaluated runs' scores. exported: curves, plot and table read
-    the runs an export copied there."""
+    training FLOPs so far there. table: only print the evaluated runs' scores. compared: only compare the finished
+    models there, against baseline (default compare.baseline). exported: curves, plot, table and compared read the
+    runs an export copied there."""
     out = out or sys.stdout  # read at the call, where a test may have replaced it
     if exported is not None and not Path(exported).is_dir():
         raise ConfigError(f"--from {exported}: no such folder; give the folder nmtbench converge --export wrote")
@@ -325,6 +378,11 @@ def converge(params: Params, jobs: int | None = None, first: list[str] = (), sta
         return 0
     if plot is not None:
         print(f"nmtbench converge: wrote {plot}. Families: {plot_curves(params, plot, exported=exported)}", file=out)
+        return 0
+    if compared is not None:
+        comparison = compare_finished(params, compared, baseline, exported=exported)
+        print(f"nmtbench converge: compared {len(comparison['models'])} finished model(s) against "
+              f"{comparison['baseline']} in {compared}/comparison.md", file=out)
         return 0
     if export is not None:
         copied = export_finished(progress(params), export)
