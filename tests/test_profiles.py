@@ -175,6 +175,12 @@ def test_the_readme_workspace_instructions_run_as_written(tmp_path):
     assert f"NMTBENCH_PROJECT ?= {tmp_path}" in (workspace / "Makefile").read_text().splitlines()
     assert [line.split()[1] for line in make(workspace, "help").splitlines()] == PIPELINE_TARGETS
     assert make(workspace, "-n", "report").splitlines()[-1] == "dvc repro --force --single-item compare report"
+    converge = {(): "nmtbench converge",
+                ("JOBS=2", "THREADS=1", "MODELS=rnn"): "nmtbench converge rnn --jobs 2 --threads 1",
+                ("PLOT=a.png",): "nmtbench converge --plot a.png",
+                ("COMPARE=so-far", "BASELINE=rnn"): "nmtbench converge --compare so-far --baseline rnn"}
+    for variables, command in converge.items():
+        assert make(workspace, "-n", "converge", *variables).splitlines()[-1].rstrip() == command
 
 
 def makefiles(folder: Path) -> str:
