@@ -309,6 +309,9 @@ def test_the_models_finished_so_far_are_compared_with_intervals_from_the_workspa
                                       "from-export/comparison.md\n"
     exported = json.loads((tmp_path / "from-export/comparison.json").read_text())
     assert {**exported, "provenance": None} == {**json.loads(json.dumps(comparison)), "provenance": None}
+    (tmp_path / "out/poor/seed1/learning_curve.csv").unlink()  # a run from before curves were kept: no curve, scores
+    assert list(compare_finished(params, tmp_path / "no-curve", "fair", exported=tmp_path / "out")["models"]) == [
+        "good", "fair", "poor"]
     assert main(["converge", "--baseline", "fair"]) == 2
     assert capsys.readouterr().err.strip() == ("nmtbench converge: error: --baseline: only --compare reads it; add "
                                                "--compare FOLDER, or leave --baseline out")

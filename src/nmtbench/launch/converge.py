@@ -335,7 +335,8 @@ def compare_finished(params: Params, folder: Path, baseline: str | None = None, 
                 for target_dir, files in ((paths.metrics_dir, metrics), (paths.results_dir, translations)):
                     target_dir.mkdir(parents=True, exist_ok=True)
                     for file in files:
-                        shutil.copyfile(file, target_dir / file.name)
+                        if file.is_file():  # one missing: the compare stage names it and the stage to rerun
+                            shutil.copyfile(file, target_dir / file.name)
         comparison = compare(names, params.seeds, cfg, test_sets, root=Path(scratch),
                              blocks={name: params.models[name] for name in names}, budget=params.train.budget,
                              lang=params.data.tgt_lang, tokenized=params.data.tokenized)
