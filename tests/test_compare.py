@@ -344,6 +344,22 @@ def test_the_contrasts_pick_the_best_on_validation():
         ("cnn vs the baseline Transformer", "cnn", "transformer")]
 
 
+
+def test_a_pair_that_differs_only_in_reading_the_source_both_ways_answers_bidirectionality():
+    from nmtbench.evaluation.verdict import contrasts
+
+    row = {"best_val_bleu": {"mean": 10.0}, "best_val_loss": {"mean": 1.0}}
+    dot = {"family": "rnn", "cell": "lstm", "attention": "dot", "bidirectional": True}
+    blocks = {"dot": dot, "dot_forward": {**dot, "bidirectional": False},
+              "gru_forward": {**dot, "cell": "gru", "bidirectional": False},  # differs in its cell too: no pair
+              "prefix": {"family": "decoder_only", "prefix_attention": True},
+              "causal": {"family": "decoder_only", "prefix_attention": False}}
+    found = contrasts(dict.fromkeys(blocks, row), blocks, "prefix")
+    assert [entry for entry in found if entry[0].startswith("bidirectionality")] == [
+        ("bidirectionality (bidirectional): dot vs dot_forward", "dot", "dot_forward"),
+        ("bidirectionality (prefix_attention): prefix vs causal", "prefix", "causal")]
+
+
 def test_the_verdict_reads_the_encoder_x_decoder_2x2_per_side_and_measures_the_two_findings(root, monkeypatch):
     """transformer (TT) and rnn (RR) with the two hybrids tr (its encoder, rnn's decoder) and rt: four per-side
     contrasts, each changing one half, and Domhan's and Chen et al.'s findings from BLEU(tr) - BLEU(rt)."""

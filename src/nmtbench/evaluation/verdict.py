@@ -31,6 +31,11 @@ FINDINGS = {
 }
 
 
+# keys whose true value lets every source position see the whole sentence: an RNN encoder read both ways, a
+# decoder-only model's prefix attention over its source. Two blocks equal but in one of them are its contrast.
+BOTH_WAYS = ("bidirectional", "prefix_attention")
+
+
 def contrasts(models: dict, blocks: dict[str, dict], baseline: str) -> list[tuple[str, str, str]]:
     """(question, model, other model) for the main questions the grid can answer; "best" is chosen on val
     (the final runs' best val BLEU, else their val loss), never on the test sets that score the contrast."""
@@ -51,8 +56,16 @@ def contrasts(models: dict, blocks: dict[str, dict], baseline: str) -> list[tupl
     found = [("attention vs none within the RNNs", attention, plain),
              ("best attention RNN vs best Transformer", attention, best(transformers)),
              *((f"{name} vs the baseline Transformer", name, reference)
-               for name in transformers + convolutions if name != reference)]
+               for name in transformers + convolutions if name != reference),
+             *((f"bidirectionality ({key}): {a} vs {b}", a, b) for key in BOTH_WAYS
+               for a, b in itertools.permutations(models, 2)
+               if blocks[a].get(key) is True and blocks[b].get(key) is False
+               and _without(blocks[a], key) == _without(blocks[b], key))]
     return [(question, a, b) for question, a, b in found if a and b]
+
+
+def _without(block: dict, key: str) -> dict:
+    return {name: value for name, value in block.items() if name != key}
 
 
 def side_contrasts(models: dict, blocks: dict[str, dict]) -> list[tuple[str, str, str, str]]:
