@@ -43,14 +43,14 @@ def test_options_come_before_or_after_the_command(tmp_path, monkeypatch, capsys,
     shutil.copyfile(ROOT / "params.yaml", tmp_path / "mine.yaml")
     monkeypatch.chdir(tmp_path)  # no params.yaml here: only the option finds the file
     assert main(argv) == 0
-    assert capsys.readouterr().out == "mine.yaml: valid (16 models x 1 seeds)\n"
+    assert capsys.readouterr().out == "mine.yaml: valid (17 models x 1 seeds)\n"
 
 
 def test_the_default_params_file_stays_the_default(tmp_path, monkeypatch, capsys):
     shutil.copyfile(ROOT / "params.yaml", tmp_path / "params.yaml")
     monkeypatch.chdir(tmp_path)
     assert main(["check"]) == 0
-    assert capsys.readouterr().out == "params.yaml: valid (16 models x 1 seeds)\n"
+    assert capsys.readouterr().out == "params.yaml: valid (17 models x 1 seeds)\n"
 
 
 @pytest.mark.parametrize("changes, message", [

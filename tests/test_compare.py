@@ -360,6 +360,18 @@ def test_a_pair_that_differs_only_in_reading_the_source_both_ways_answers_bidire
         ("bidirectionality (prefix_attention): prefix vs causal", "prefix", "causal")]
 
 
+
+def test_the_shipped_grid_answers_bidirectionality_with_its_one_pair():
+    from helpers.project import ROOT
+    from nmtbench.evaluation.verdict import contrasts
+    from nmtbench.files import read_yaml
+
+    blocks = read_yaml(ROOT / "params.yaml")["models"]
+    row = {"best_val_bleu": {"mean": 10.0}, "best_val_loss": {"mean": 1.0}}
+    found = contrasts(dict.fromkeys(blocks, row), blocks, "transformer")
+    assert [entry[1:] for entry in found if entry[0].startswith("bidirectionality")] == [
+        ("lstm_attention_additive", "lstm_attention_additive_unidirectional")]
+
 def test_the_verdict_reads_the_encoder_x_decoder_2x2_per_side_and_measures_the_two_findings(root, monkeypatch):
     """transformer (TT) and rnn (RR) with the two hybrids tr (its encoder, rnn's decoder) and rt: four per-side
     contrasts, each changing one half, and Domhan's and Chen et al.'s findings from BLEU(tr) - BLEU(rt)."""

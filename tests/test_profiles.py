@@ -295,6 +295,15 @@ def test_every_shipped_profile_runs_at_smoke_size_after_it(profile):
         assert build_model(name, block, vocab).num_parameters() < 100_000, name  # smoke size, not the recipe's
 
 
+@pytest.mark.parametrize("profile", ["converge_cpu.yaml", "gpu.yaml"])
+def test_the_grid_recipes_give_every_model_the_same_dropout(profile):
+    """converge_cpu and gpu regularise the whole grid alike; a model added to params.yaml but not to them would
+    train with its own dropout, and every contrast it enters would mix two recipes."""
+    merged = merged_params(ROOT, [ROOT / "profiles" / profile])
+    assert list(merged["models"]) == list(read_yaml(ROOT / "params.yaml")["models"])
+    assert {name: block["dropout"] for name, block in merged["models"].items()} == dict.fromkeys(merged["models"], 0.3)
+
+
 def test_two_profiles_giving_one_model_two_families_are_refused_naming_both(tmp_path, capsys):
     first, second = tmp_path / "one.yaml", tmp_path / "two.yaml"
     first.write_text("replace: [models]\nmodels:\n  mine: {family: transformer, d_model: 32, heads: 2}\n")
