@@ -141,6 +141,22 @@ def test_a_part_of_a_later_call_replaces_the_earlier_ones_and_setup_names_the_gp
     assert "grid: passed (371 s of 900)" in page and row(page, "cnn", "## The grid")[-2:] == ["5,039", "260.2"]
 
 
+
+def test_a_later_calls_more_is_the_grid_its_runs_went_on_in(tmp_path, rehearsal):
+    """The part `more` packs the grid's folder again (grid.tar.gz) under its own summary line: the page shows the
+    runs as it left them and both calls' lines."""
+    first = returned(tmp_path / "call1")
+    second = rehearsal.parent / "second"
+    shutil.copytree(rehearsal / "grid", second / "grid")
+    run = second / "grid" / "metrics" / "cnn" / "seed1"
+    train = json.loads((run / "train.json").read_text())
+    (run / "train.json").write_text(json.dumps({**train, "epochs": 9, "stopped_by": "early_stopping"}))
+    (second / "summary.txt").write_text("gpu_check: parts setup more; GPU, 100 s in all; commit unknown, "
+                                        "2026-11-27T10:00:00Z\nmore: passed (60 s of 90)\n    1 of 3 runs go on\n")
+    page = written(tmp_path, first, returned(tmp_path / "call2", second))
+    assert "grid: passed (60 s of 90) as `more` in call 2, after grid: passed (371 s of 900)" in page
+    assert row(page, "cnn", "## The grid")[9:11] == ["9", "early stopping"]
+
 def test_a_page_written_before_is_kept_unless_forced(tmp_path):
     out = returned(tmp_path / "out")
     page = tmp_path / "results" / "2026-11-26-gpu-h200.md"

@@ -34,7 +34,10 @@ from nmtbench.runs import RunPaths
 from nmtbench.tables import Table, dash
 
 PARTS = ("setup", "tests", "published", "probe", "grid")  # gpu_check.sh's parts, in its order
-SUMMARY_LINE = re.compile(rf"^({'|'.join(PARTS)}): (.*)$")
+# a later call's part `more` trains the grid's unfinished runs further and packs the grid's folder again: its
+# grid.tar.gz and its summary line are the grid's
+LATER_PART_OF = {"more": "grid"}
+SUMMARY_LINE = re.compile(rf"^({'|'.join((*PARTS, *LATER_PART_OF))}): (.*)$")
 LOG_LINES = 4  # the last lines of a failed stage's log shown on the page
 
 
@@ -88,7 +91,10 @@ def read_returned(folders: list[Path], scratch: Path) -> tuple[list[str], dict[s
         for line in summary.read_text(errors="replace").splitlines():
             found = SUMMARY_LINE.match(line)
             if found:
-                current = found_here[found[1]] = Part(found[1], found[2].removesuffix("; the end of its log:"))
+                name, status = LATER_PART_OF.get(found[1], found[1]), found[2].removesuffix("; the end of its log:")
+                if name != found[1]:
+                    status = f"{status} as `{found[1]}` in call {index + 1}, after {name}: {parts[name].status}"
+                current = found_here[name] = Part(name, status)
             elif line.startswith("    ") and current:
                 current.lines += (line[4:],)
             elif line.strip():
