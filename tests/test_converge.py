@@ -324,6 +324,67 @@ def test_each_run_is_evaluated_before_the_next_starts_and_named_models_go_first(
     assert stage_order(runs)[-1] == "compare"
 
 
+
+def export_of(root: Path, params, runs: dict[str, dict]) -> Path:
+    """An export --export would have written on another machine: runs (model -> train.json, of params' first seed)
+    and its params.yaml."""
+    folder, seed = root / "export", f"seed{params.seeds[0]}"
+    for model, train in runs.items():
+        (folder / model / seed).mkdir(parents=True)
+        (folder / model / seed / "train.json").write_text(json.dumps(train))
+        (folder / model / seed / "eval.json").write_text("{}")
+    (folder / "params.yaml").write_text(yaml.safe_dump(params.model_dump(mode="json")))
+    return folder
+
+
+def test_runs_finished_in_an_export_count_as_done_and_are_not_trained_again(tmp_path):
+    """A new machine's workspace resumes from what landed: the export's finished runs are not retrained, the
+    workspace's own runs (in progress here, though exported too) go on, and compare waits for --compare --from."""
+    params = grid({"done": RNN, "going": TRANSFORMER, "new": RNN})
+    stopped = {"epochs": 12, "train_seconds": 1200.0, "best_val_bleu": 30.5, "stopped_by": "early_stopping",
+               "steps": 600}
+    export = export_of(tmp_path, params, {"done": stopped, "going": stopped})
+    write_run(tmp_path, "going", curve=[(5, 1.0, 300.0, 10.0)])
+    runs = progress(params, tmp_path, exported=export, exported_params=params)
+    assert [(run.model, run.state, run.epochs) for run in runs] == [
+        ("done", "exported", 12), ("going", "interrupted", 1.0), ("new", "not started", 0.0)]
+    assert stage_order(runs, ["new"]) == ["train@new-1", "evaluate@new-1", "train@going-1", "evaluate@going-1"]
+    table = status_table(runs, jobs=1).splitlines()
+    # the exported run's 12 epochs are the others' expected length, its 100 s an epoch its family's pace: going 11
+    # more at its own 300 s, new 12 at 100 s, 4,500 s in all
+    assert table[-1] == ("0 evaluated, 0 trained, 0 in progress, 1 interrupted, 1 not started, 1 exported; about "
+                         "1.2 h of training left at 1 at once (12 epochs a run, from the runs here that stopped early)")
+    assert [run.state for run in progress(params, tmp_path)] == ["not started", "interrupted", "not started"]
+
+
+def test_an_exported_run_trained_with_another_recipe_is_refused_naming_what_differs(tmp_path):
+    params = grid({"done": RNN, "other": TRANSFORMER})
+    recipe = grid({"done": {**RNN, "dropout": 0.5}, "other": TRANSFORMER})
+    stopped = {"epochs": 3, "train_seconds": 30.0, "stopped_by": "early_stopping"}
+    export = export_of(tmp_path, recipe, {"done": stopped})
+    with pytest.raises(ConfigError, match=r"^--from .*/export: done seed 1 was trained there with other model params "
+                                          r"\(dropout: not as in this workspace's params.yaml\); train it here"):
+        progress(params, tmp_path, exported=export, exported_params=recipe)
+    faster = parse_params({**yaml.safe_load(yaml.safe_dump(params.model_dump(mode="json"))),
+                           "train": {**params.train.model_dump(mode="json"), "lr": 0.01, "max_epochs": 7}})
+    with pytest.raises(ConfigError, match=r"other train params \(lr: not as"):  # the ceiling is no part of a recipe
+        progress(params, tmp_path, export_of(tmp_path / "b", faster, {"done": stopped}), exported_params=faster)
+
+
+def test_make_converge_from_an_export_trains_only_what_it_lacks(tmp_path, monkeypatch, capsys):
+    import nmtbench.launch
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    params = parse_params(yaml.safe_load((ROOT / "params.yaml").read_text()))
+    export_of(tmp_path, params, {"rnn": {"epochs": 20, "train_seconds": 6869.0, "stopped_by": "early_stopping"}})
+    launched = []
+    monkeypatch.setattr(nmtbench.launch, "launch", lambda cfg, **kwargs: launched.append(kwargs["targets"]) or 0)
+    assert main(["converge", "--from", "export"]) == 0
+    assert "train@rnn-42" not in launched[0] and "compare" not in launched[0] and "train@gru-42" in launched[0]
+    assert "compare every finished run with nmtbench converge --compare <folder> --from <export>" in (
+        capsys.readouterr().out)
+
 def test_converge_refuses_an_unknown_model_and_a_bad_jobs_count_in_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")

@@ -220,11 +220,13 @@ def _converge(args):
     _check_at_least_one(args)
     if args.baseline and args.compare is None:
         raise ConfigError("--baseline: only --compare reads it; add --compare FOLDER, or leave --baseline out")
-    recipe = args.exported and Path(args.exported) / "params.yaml"  # an export carries the params its runs had
-    params = load_params(recipe if recipe and recipe.is_file() else args.params)
+    exported = args.exported and Path(args.exported) / "params.yaml"  # an export carries the params its runs had
+    recipe = load_params(exported) if exported and exported.is_file() else None
+    reading = args.curves or args.table or args.plot or args.compare is not None  # the export's runs alone
+    params = recipe if reading and recipe else load_params(args.params)
     return converge(params, args.jobs, args.models, status_only=args.status, curves=args.curves, export=args.export,
                     plot=args.plot, threads=args.threads, exported=args.exported, table=args.table,
-                    compared=args.compare, baseline=args.baseline)
+                    compared=args.compare, baseline=args.baseline, recipe=recipe)
 
 
 def _check_at_least_one(args) -> None:
@@ -372,7 +374,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="--compare's baseline (default: compare.baseline, which must have finished)")
     converge.add_argument("--from", type=Path, metavar="FOLDER", dest="exported",
                           help="--curves, --plot, --table and --compare read the runs --export copied to FOLDER, with "
-                          "the params.yaml it copied there, not this workspace's (make headline)")
+                          "the params.yaml it copied there, not this workspace's (make headline); otherwise the runs "
+                          "finished there count as done and are not trained here (a new machine: make converge "
+                          "FROM=FOLDER)")
     timed = command("timed-grid", _timed_grid, "every run of params.yaml + profiles trained, evaluated and compared "
                     "within a fixed wall time, N at once, on a machine with or without dvc (docs/gpu.md)")
     probe = command("probe-jobs", _probe_jobs, "how many trainings at once move the most target tokens through this "

@@ -21,6 +21,7 @@ from nmtbench.config import ConfigError, LaunchConfig, Params
 from nmtbench.evaluation.compute import ranking_flip, swap_text
 from nmtbench.files import lock_owner, write_bytes
 from nmtbench.launch.scheduler import FOLDER, alive
+from nmtbench.loading import run_description
 from nmtbench.runs import RAISABLE, RESULTS, RunPaths
 from nmtbench.tables import Table, dash
 from nmtbench.training.curves import best_validation
@@ -35,7 +36,8 @@ class RunProgress:
     model: str
     seed: int
     family: str
-    state: str  # evaluated, trained, in progress (a launcher is running here), interrupted or not started
+    state: str  # evaluated, trained, in progress (a launcher is running here), interrupted, not started, or exported
+                # (finished elsewhere and copied to the folder `--from` names: not trained here)
     epochs: float = 0.0
     seconds: float = 0.0  # training wall time so far, validations included
     best_val_bleu: float | None = None
@@ -62,11 +64,15 @@ class RunProgress:
 
     @property
     def training_done(self) -> bool:
-        return self.state in ("evaluated", "trained")
+        return self.state in ("evaluated", "trained", "exported")
 
 
-def progress(params: Params, root: Path = Path(".")) -> list[RunProgress]:
-    """Where every run of the models x seeds grid stands, from the files training and evaluation write."""
+def progress(params: Params, root: Path = Path("."), exported: Path | None = None,
+             exported_params: Params | None = None) -> list[RunProgress]:
+    """Where every run of the models x seeds grid stands, from the files training and evaluation write. exported:
+    a folder --export wrote elsewhere (a machine since lost, say), whose finished runs count as done where this
+    workspace has not started them; exported_params: the params.yaml it copied, which must train them as these
+    params do."""
     launcher = lock_owner(root / FOLDER / "launch.lock")
     unfinished = "in progress" if launcher and alive(launcher) else "interrupted"
     found = []
@@ -92,8 +98,34 @@ def progress(params: Params, root: Path = Path(".")) -> list[RunProgress]:
                     run.steps = int(float(rows[-1]["step"]))
                     bleus = [float(row["val_bleu"]) for row in rows if row["val_bleu"] not in ("", None)]
                     run.best_val_bleu = max(bleus) if bleus else None
+            if run.state == "not started" and exported is not None and finished_run(model, seed, root, exported):
+                same_recipe(params, exported_params or params, model, seed, exported)
+                metrics = json.loads((Path(exported) / model / f"seed{seed}" / "train.json").read_text())
+                run.state, run.epochs, run.seconds = "exported", metrics["epochs"], metrics["train_seconds"]
+                run.best_val_bleu, run.stopped_by = metrics.get("best_val_bleu"), metrics.get("stopped_by")
+                run.steps = metrics.get("steps", 0)
             found.append(run)
     return found
+
+
+def same_recipe(params: Params, recipe: Params, model: str, seed: int, exported: Path) -> None:
+    """Refuse, in one line, an exported run whose recipe (the model's block, its training as its fingerprint reads
+    it, the data and the subwords) is not what these params would train it with."""
+    def described(source: Params) -> dict:
+        if model not in source.models:
+            return {"model": None}
+        return {**run_description(source.model_block(model), source.for_model(model).train.model_dump(), "", seed),
+                "data": source.data.model_dump(), "tokenize": source.tokenize.model_dump()}
+
+    here, there = described(params), described(recipe)
+    for part in here:
+        if here[part] != there.get(part):
+            both = isinstance(here[part], dict) and isinstance(there.get(part), dict)
+            keys = sorted(key for key in {**here[part], **there[part]} if here[part].get(key) != there[part].get(key)
+                          ) if both else []
+            raise ConfigError(f"--from {exported}: {model} seed {seed} was trained there with other {part} params "
+                              f"({', '.join(keys) or 'the whole block'}: not as in this workspace's params.yaml); "
+                              f"train it here (leave --from out) or make the params agree")
 
 
 def curve_rows(paths: RunPaths) -> list[dict] | None:
@@ -158,7 +190,9 @@ def status_table(runs: list[RunProgress], jobs: int) -> str:
             f"{'-' if run.training_done else '?' if todo is None else f'{todo / 3600:.1f} h':>7}  "
             f"{run.stopped_by or '-'}")
     counts = {state: sum(run.state == state for run in runs)
-              for state in ("evaluated", "trained", "in progress", "interrupted", "not started")}
+              for state in ("evaluated", "trained", "in progress", "interrupted", "not started", "exported")}
+    if not counts["exported"]:
+        del counts["exported"]  # said only where --from names an export
     known = [seconds for seconds in left.values() if seconds is not None]
     unknown = len(left) - len(known)
     estimate = (f"about {sum(known) / 3600 / jobs:.1f} h of training left at {jobs} at once"
@@ -350,24 +384,27 @@ def compare_finished(params: Params, folder: Path, baseline: str | None = None, 
 def stage_order(runs: list[RunProgress], first: list[str] = ()) -> list[str]:
     """Each run's training, then its evaluation, run by run (the models `first` first, in that order, then the rest
     in params.yaml's), then the comparison: the launcher starts the first ready stage of this list, so a run is
-    evaluated before the next model starts."""
+    evaluated before the next model starts. Exported runs are not trained here, and without them the compare stage
+    cannot run (it reads every run's files here): nmtbench converge --compare --from compares them."""
     position = {model: index for index, model in enumerate(first)}
     order = []
     for run in sorted(runs, key=lambda run: position.get(run.model, len(position))):
-        order += [f"train@{run.model}-{run.seed}", f"evaluate@{run.model}-{run.seed}"]
-    return order + ["compare"]
+        if run.state != "exported":
+            order += [f"train@{run.model}-{run.seed}", f"evaluate@{run.model}-{run.seed}"]
+    return order + ([] if any(run.state == "exported" for run in runs) else ["compare"])
 
 
 def converge(params: Params, jobs: int | None = None, first: list[str] = (), status_only: bool = False,
              curves: bool = False, export: Path | None = None, plot: Path | None = None, threads: int | None = None,
              exported: Path | None = None, table: bool = False, compared: Path | None = None,
-             baseline: str | None = None, out=None) -> int:
+             baseline: str | None = None, recipe: Params | None = None, out=None) -> int:
     """first: models to start before the others, in this order. jobs, threads: launch.jobs and
     launch.threads_per_job for this call. curves: only print every run's val BLEU so far.
     export: only copy the evaluated runs' small outputs there. plot: only draw every run's val BLEU against
     training FLOPs so far there. table: only print the evaluated runs' scores. compared: only compare the finished
     models there, against baseline (default compare.baseline). exported: curves, plot, table and compared read the
-    runs an export copied there."""
+    runs an export copied there; otherwise its finished runs, trained with recipe (its params.yaml), count as done
+    and are not trained here (progress)."""
     out = out or sys.stdout  # read at the call, where a test may have replaced it
     if exported is not None and not Path(exported).is_dir():
         raise ConfigError(f"--from {exported}: no such folder; give the folder nmtbench converge --export wrote")
@@ -396,9 +433,13 @@ def converge(params: Params, jobs: int | None = None, first: list[str] = (), sta
         params.model_block(model)  # an unknown name is refused in one line
     overrides = {key: value for key, value in (("jobs", jobs), ("threads_per_job", threads)) if value}
     cfg: LaunchConfig = params.launch.model_copy(update=overrides)
-    runs = progress(params)
+    runs = progress(params, exported=exported, exported_params=recipe)
     print(status_table(runs, cfg.jobs), file=out)
     if status_only:
         return 0
     order = stage_order(runs, first)
+    if "compare" not in order:
+        print(f"nmtbench converge: the runs exported to {exported} are not trained here, so the compare stage does "
+              f"not run; compare every finished run with nmtbench converge --compare <folder> --from <export>, once "
+              f"this workspace's have been exported there", file=out)
     return launch(cfg, targets=order, out=out, train=params.train, prefer=order)
