@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 
@@ -168,6 +169,54 @@ def test_ctrl_c_cancels_the_running_jobs_and_says_so(tmp_path, signum, inherited
     assert not alive(stage)
     assert not (tmp_path / "launch/launch.lock").exists()
 
+
+
+# a stage that stops as a training does on SIGTERM (Lightning finishes its step): busy in Python until told, then it
+# writes its stop and ends
+GRACEFUL = """
+import os, signal
+told = []
+signal.signal(signal.SIGTERM, lambda *_: told.append(1))
+open("slow.pid", "w").write(f"{os.getpid()}\\n")
+while not told:
+    sum(range(100_000))
+open("stopped.txt", "w").write("stopped\\n")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum, whom", [(signal.SIGTERM, "group"), (signal.SIGHUP, "group"),
+                                          (signal.SIGTERM, "job")])
+def test_a_signal_to_the_launchers_whole_process_group_stops_its_trainings(tmp_path, signum, whom):
+    """kill -TERM -<group> (a service manager, `timeout`) or a closed terminal's SIGHUP reaches the launcher and every
+    process of its group at once, submitit's local controller and job process among them. On SIGHUP the controller
+    dies before it can pass the launcher's cancel on; on SIGTERM it kills the job process a second after passing it
+    on, which a loaded machine can miss; and the job process itself lets SIGTERM pass (submitit waits for its own
+    timeout signal; "job": SIGTERM to it alone). The stage, in a session of its own, trained on, and the next launch
+    then started the same run beside it."""
+    (tmp_path / "graceful.py").write_text(GRACEFUL)
+    toy_project(tmp_path, f"stages:\n  slow:\n    cmd: {sys.executable} graceful.py && touch slow.txt\n"
+                          "    outs: [slow.txt]\n")
+    command = [sys.executable, "-m", "nmtbench", "launch", "--executor", "local", "--jobs", "1"]
+    launcher = subprocess.Popen(command, cwd=tmp_path, env=pipeline_env(), start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while not (tmp_path / "slow.pid").is_file() or not (tmp_path / "slow.pid").read_text().endswith("\n"):
+        assert launcher.poll() is None
+        time.sleep(0.2)
+    stage = int((tmp_path / "slow.pid").read_text())
+    if whom == "group":
+        os.killpg(launcher.pid, signum)
+        launcher.wait(timeout=60)
+    else:
+        job = next(parent for parent in psutil.Process(stage).parents() if "submitit.core._submit" in parent.cmdline())
+        job.send_signal(signum)
+    for _ in range(100):  # the stage stops within seconds
+        if not alive(stage):
+            break
+        time.sleep(0.2)
+    assert not alive(stage) and (tmp_path / "stopped.txt").read_text() == "stopped\n"
+    if whom == "job":
+        assert launcher.wait(timeout=60) == 1  # the stage failed, and the launcher says so
 
 @pytest.mark.slow
 def test_a_killed_job_is_rerun_by_the_next_launch_and_keeps_its_persistent_output(tmp_path):

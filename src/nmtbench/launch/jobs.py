@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 from pathlib import Path
 
 from nmtbench.config import ConfigError, LaunchConfig, TrainConfig
@@ -27,9 +28,28 @@ def start_stage(cmd: str, cwd: str, log: str, env: dict[str, str]) -> subprocess
                                 stderr=subprocess.STDOUT, start_new_session=True)
 
 
+# what stops a job process: the launcher's cancel (passed on by submitit as SIGINT), scancel, a kill, a closed terminal
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def run_stage(cmd: str, cwd: str, log: str, env: dict[str, str]) -> None:
-    """Run cmd to its end (the function each submitit job runs)."""
+    """Run cmd to its end (the function each submitit job runs). Any of STOP_SIGNALS to this process stops the stage
+    at once. submitit's job process lets SIGTERM pass (it waits for its own timeout signal), and a signal to the
+    launcher's whole process group (kill -TERM -<group>, a closed terminal's SIGHUP) reaches submitit's local
+    controller too, which kills this process a second after passing SIGINT on, or dies at once on SIGHUP: the stage,
+    in a session of its own, trained on, and the next launch started the same run beside it."""
+    started: list[subprocess.Popen] = []
+
+    def stop(signum, frame):
+        for process in started:
+            signal_stage(process)
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():  # where Python lets a handler be set
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, stop)
     process = start_stage(cmd, cwd, log, env)
+    started.append(process)
     try:
         code = process.wait()
     finally:
@@ -38,10 +58,15 @@ def run_stage(cmd: str, cwd: str, log: str, env: dict[str, str]) -> None:
         raise StageFailed(f"exit status {code}")
 
 
-def end(process: subprocess.Popen) -> None:
+def signal_stage(process: subprocess.Popen) -> None:
+    """SIGTERM to everything the stage started (a training stops after its step), unless it has ended."""
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGTERM)
-        process.wait()
+
+
+def end(process: subprocess.Popen) -> None:
+    signal_stage(process)
+    process.wait()
 
 
 class ProcessJob:
