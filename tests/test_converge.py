@@ -371,6 +371,29 @@ def test_an_exported_run_trained_with_another_recipe_is_refused_naming_what_diff
         progress(params, tmp_path, export_of(tmp_path / "b", faster, {"done": stopped}), exported_params=faster)
 
 
+
+def test_the_curves_so_far_join_the_export_with_this_workspaces_runs_of_its_recipe(tmp_path):
+    """A grid converging over two machines seen whole: the export's finished runs, and here the runs it lacks that
+    this workspace trains as the export's params do; a run of another recipe here (a checkout's own) stays out."""
+    params = grid({"done": RNN, "going": TRANSFORMER, "other": TRANSFORMER})
+    here = grid({"done": RNN, "going": TRANSFORMER, "other": {**TRANSFORMER, "dropout": 0.5}, "new": RNN})
+    export = export_of(tmp_path, params, {"done": {"epochs": 1, "train_seconds": 1.0}})
+    (export / "done/seed1/learning_curve.csv").write_text(
+        "step,epoch,wall_seconds,target_tokens,train_flops,train_loss,val_loss,val_ppl,val_bleu\n"
+        "5,1.0,5.0,0,5000000000,1.0,1.0,2.7,30.5\n")
+    for model in ("going", "other", "new"):
+        write_run(tmp_path, model, curve=[(5, 1.0, 200.0, 12.25), (10, 2.0, 400.0, 14.5)])
+    assert curves_table(params, tmp_path, export, here).splitlines()[2:] == [
+        "| done | 1 | 1 | 30.50 (1) | 30.5 |", "| going | 1 | 2 | 14.50 (2) | 12.25, 14.5 |",
+        "| other | 1 | 0 | - | not started |", "| new | 1 | 0 | - | not started |"]
+    assert curves_table(params, tmp_path, export).splitlines()[3] == "| going | 1 | 0 | - | not started |"
+    alike = tmp_path / "alike"  # one workspace holding the two joined runs
+    write_run(alike, "done", curve=[(5, 1.0, 5.0, 30.5)])
+    write_run(alike, "going", curve=[(5, 1.0, 200.0, 12.25), (10, 2.0, 400.0, 14.5)])
+    assert plot_curves(params, tmp_path / "joined.png", tmp_path, export, here) == plot_curves(
+        grid({"done": RNN, "going": TRANSFORMER}), tmp_path / "alike.png", alike)
+    assert (tmp_path / "joined.png").read_bytes() == (tmp_path / "alike.png").read_bytes()
+
 def test_make_converge_from_an_export_trains_only_what_it_lacks(tmp_path, monkeypatch, capsys):
     import nmtbench.launch
 

@@ -222,11 +222,13 @@ def _converge(args):
         raise ConfigError("--baseline: only --compare reads it; add --compare FOLDER, or leave --baseline out")
     exported = args.exported and Path(args.exported) / "params.yaml"  # an export carries the params its runs had
     recipe = load_params(exported) if exported and exported.is_file() else None
-    reading = args.curves or args.table or args.plot or args.compare is not None  # the export's runs alone
+    reading = args.curves or args.table or args.plot or args.compare is not None  # the export's runs
     params = recipe if reading and recipe else load_params(args.params)
+    # the curves and the plot so far join this workspace's runs the export lacks (make headline's checkout has none)
+    here = load_params(args.params) if reading and recipe and Path(args.params).is_file() else None
     return converge(params, args.jobs, args.models, status_only=args.status, curves=args.curves, export=args.export,
                     plot=args.plot, threads=args.threads, exported=args.exported, table=args.table,
-                    compared=args.compare, baseline=args.baseline, recipe=recipe)
+                    compared=args.compare, baseline=args.baseline, recipe=recipe, here=here)
 
 
 def _check_at_least_one(args) -> None:

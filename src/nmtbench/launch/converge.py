@@ -109,8 +109,19 @@ def progress(params: Params, root: Path = Path("."), exported: Path | None = Non
 
 
 def same_recipe(params: Params, recipe: Params, model: str, seed: int, exported: Path) -> None:
-    """Refuse, in one line, an exported run whose recipe (the model's block, its training as its fingerprint reads
-    it, the data and the subwords) is not what these params would train it with."""
+    """Refuse, in one line, an exported run whose recipe is not what these params would train it with."""
+    differ = recipe_difference(params, recipe, model, seed)
+    if differ:
+        part, keys = differ
+        raise ConfigError(f"--from {exported}: {model} seed {seed} was trained there with other {part} params "
+                          f"({', '.join(keys) or 'the whole block'}: not as in this workspace's params.yaml); "
+                          f"train it here (leave --from out) or make the params agree")
+
+
+def recipe_difference(params: Params, recipe: Params, model: str, seed: int) -> tuple[str, list[str]] | None:
+    """Where the two train the run differently: the part (model, train, data, tokenize) and its keys that differ
+    (none named where one has no such model), the training keys as the run's fingerprint reads them; None where
+    they train it alike."""
     def described(source: Params) -> dict:
         if model not in source.models:
             return {"model": None}
@@ -121,11 +132,9 @@ def same_recipe(params: Params, recipe: Params, model: str, seed: int, exported:
     for part in here:
         if here[part] != there.get(part):
             both = isinstance(here[part], dict) and isinstance(there.get(part), dict)
-            keys = sorted(key for key in {**here[part], **there[part]} if here[part].get(key) != there[part].get(key)
-                          ) if both else []
-            raise ConfigError(f"--from {exported}: {model} seed {seed} was trained there with other {part} params "
-                              f"({', '.join(keys) or 'the whole block'}: not as in this workspace's params.yaml); "
-                              f"train it here (leave --from out) or make the params agree")
+            return part, sorted(key for key in {**here[part], **there[part]}
+                                if here[part].get(key) != there[part].get(key)) if both else []
+    return None
 
 
 def curve_rows(paths: RunPaths) -> list[dict] | None:
@@ -272,37 +281,60 @@ def rows_of(model: str, seed: int, root: Path, exported: Path | None) -> list[di
     return exported_rows(exported, model, seed) if exported is not None else curve_rows(RunPaths(model, seed, root))
 
 
-def curves_table(params: Params, root: Path = Path("."), exported: Path | None = None) -> str:
+def joined_curves(params: Params, root: Path, exported: Path | None,
+                  here: Params | None = None) -> list[tuple[str, int, dict, list[dict] | None]]:
+    """(model, seed, block, curve so far) of every run of params, from the workspace at root or the export. With
+    here, this workspace's params (--curves and --plot with --from), the export's runs and, for a run the export
+    lacks, this workspace's, where it trains that run as the export's params do: a grid converging on several
+    machines, seen whole (a checkout's own runs, on another recipe, stay out of its headline)."""
+    if exported is None or here is None:
+        return [(model, seed, block, rows_of(model, seed, root, exported))
+                for model, block in params.models.items() for seed in params.seeds]
+    joined = []
+    for model in [*here.models, *(model for model in params.models if model not in here.models)]:
+        source = here if model in here.models else params
+        for seed in source.seeds:
+            rows = exported_rows(exported, model, seed)
+            if rows is None and model in here.models and model in params.models and (
+                    recipe_difference(here, params, model, seed) is None):
+                rows = curve_rows(RunPaths(model, seed, root))
+            joined.append((model, seed, source.models[model], rows))
+    return joined
+
+
+def curves_table(params: Params, root: Path = Path("."), exported: Path | None = None,
+                 here: Params | None = None) -> str:
     """Every run's greedy val BLEU at each validation so far, a markdown table of a row per run, for a results page
     of runs still training: finished runs from their learning curve, unfinished ones from it or their checkpoint;
-    with exported, the runs copied there."""
+    with exported, the runs copied there (and with here, joined with this workspace's: joined_curves)."""
     lines = ["| model | seed | epochs | best val BLEU (epoch) | val BLEU at each epoch |", "|:---|---:|---:|---:|:---|"]
-    for model in params.models:
-        for seed in params.seeds:
-            rows = [row for row in rows_of(model, seed, root, exported) or [] if row["val_bleu"] not in ("", None)]
-            if not rows:
-                lines.append(f"| {model} | {seed} | 0 | - | not started |")
-                continue
-            best = max(rows, key=lambda row: float(row["val_bleu"]))
-            lines.append(f"| {model} | {seed} | {float(rows[-1]['epoch']):g} | {float(best['val_bleu']):.2f} "
-                         f"({float(best['epoch']):g}) | {', '.join(str(row['val_bleu']) for row in rows)} |")
+    for model, seed, _, curve in joined_curves(params, root, exported, here):
+        rows = [row for row in curve or [] if row["val_bleu"] not in ("", None)]
+        if not rows:
+            lines.append(f"| {model} | {seed} | 0 | - | not started |")
+            continue
+        best = max(rows, key=lambda row: float(row["val_bleu"]))
+        lines.append(f"| {model} | {seed} | {float(rows[-1]['epoch']):g} | {float(best['val_bleu']):.2f} "
+                     f"({float(best['epoch']):g}) | {', '.join(str(row['val_bleu']) for row in rows)} |")
     return "\n".join(lines)
 
 
-def plot_curves(params: Params, path: Path, root: Path = Path("."), exported: Path | None = None) -> str:
+def plot_curves(params: Params, path: Path, root: Path = Path("."), exported: Path | None = None,
+                here: Params | None = None) -> str:
     """Every run's val BLEU against training FLOPs so far on one plot (finished runs and unfinished ones alike), the
     FLOPs at which the top two families swap places for good marked (evaluation/compute.py), written to path as
-    PNG; returns the swap's sentence. exported: the runs copied there instead of the workspace's."""
+    PNG; returns the swap's sentence. exported: the runs copied there instead of the workspace's (with here, joined
+    with them: joined_curves)."""
     curves, by_family = {}, {}
-    for model, block in params.models.items():
-        for seed in params.seeds:
-            rows = [{"train_flops": float(row["train_flops"]), "val_bleu": float(row["val_bleu"])}
-                    for row in rows_of(model, seed, root, exported) or []
-                    if row.get("train_flops") not in ("", None) and row["val_bleu"] not in ("", None)]
-            if rows:
-                curves[model if len(params.seeds) == 1 else f"{model}/seed{seed}"] = rows
-                by_family.setdefault(str(block.get("family")), []).extend(
-                    (row["train_flops"], row["val_bleu"]) for row in rows)
+    joined = joined_curves(params, root, exported, here)
+    several_seeds = len({seed for _, seed, _, _ in joined}) > 1
+    for model, seed, block, curve in joined:
+        rows = [{"train_flops": float(row["train_flops"]), "val_bleu": float(row["val_bleu"])} for row in curve or []
+                if row.get("train_flops") not in ("", None) and row["val_bleu"] not in ("", None)]
+        if rows:
+            curves[f"{model}/seed{seed}" if several_seeds else model] = rows
+            by_family.setdefault(str(block.get("family")), []).extend(
+                (row["train_flops"], row["val_bleu"]) for row in rows)
     if not curves:
         raise ValueError("nmtbench converge --plot: no run has validated yet; plot once the first epoch has ended")
     flip = ranking_flip(by_family)
@@ -397,25 +429,28 @@ def stage_order(runs: list[RunProgress], first: list[str] = ()) -> list[str]:
 def converge(params: Params, jobs: int | None = None, first: list[str] = (), status_only: bool = False,
              curves: bool = False, export: Path | None = None, plot: Path | None = None, threads: int | None = None,
              exported: Path | None = None, table: bool = False, compared: Path | None = None,
-             baseline: str | None = None, recipe: Params | None = None, out=None) -> int:
+             baseline: str | None = None, recipe: Params | None = None, here: Params | None = None,
+             out=None) -> int:
     """first: models to start before the others, in this order. jobs, threads: launch.jobs and
     launch.threads_per_job for this call. curves: only print every run's val BLEU so far.
     export: only copy the evaluated runs' small outputs there. plot: only draw every run's val BLEU against
     training FLOPs so far there. table: only print the evaluated runs' scores. compared: only compare the finished
     models there, against baseline (default compare.baseline). exported: curves, plot, table and compared read the
-    runs an export copied there; otherwise its finished runs, trained with recipe (its params.yaml), count as done
-    and are not trained here (progress)."""
+    runs an export copied there (curves and plot joined with the runs of this workspace, whose params are here, that
+    it lacks); otherwise its finished runs, trained with recipe (its params.yaml), count as done and are not trained
+    here (progress)."""
     out = out or sys.stdout  # read at the call, where a test may have replaced it
     if exported is not None and not Path(exported).is_dir():
         raise ConfigError(f"--from {exported}: no such folder; give the folder nmtbench converge --export wrote")
     if curves:
-        print(curves_table(params, exported=exported), file=out)
+        print(curves_table(params, exported=exported, here=here), file=out)
         return 0
     if table:
         print(finished_table(params, exported=exported), file=out)
         return 0
     if plot is not None:
-        print(f"nmtbench converge: wrote {plot}. Families: {plot_curves(params, plot, exported=exported)}", file=out)
+        families = plot_curves(params, plot, exported=exported, here=here)
+        print(f"nmtbench converge: wrote {plot}. Families: {families}", file=out)
         return 0
     if compared is not None:
         comparison = compare_finished(params, compared, baseline, exported=exported)
