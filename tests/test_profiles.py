@@ -179,6 +179,7 @@ def test_the_readme_workspace_instructions_run_as_written(tmp_path):
                 ("JOBS=2", "THREADS=1", "MODELS=rnn"): "nmtbench converge rnn --jobs 2 --threads 1",
                 ("JOBS=2", "FROM=../done"): "nmtbench converge --jobs 2 --from ../done",
                 ("PLOT=a.png",): "nmtbench converge --plot a.png",
+                ("PLOT=a.png", "FROM=../done"): "nmtbench converge --plot a.png --from ../done",
                 ("COMPARE=so-far", "BASELINE=rnn"): "nmtbench converge --compare so-far --baseline rnn"}
     for variables, command in converge.items():
         assert " ".join(make(workspace, "-n", "converge", *variables).splitlines()[-1].split()) == command

@@ -84,11 +84,8 @@ def progress(params: Params, root: Path = Path("."), exported: Path | None = Non
                               max_steps=recipe.max_steps if recipe.max_steps > 0 else None,
                               patience=recipe.early_stopping_patience or 0)
             if paths.train_metrics.is_file():
-                metrics = json.loads(paths.train_metrics.read_text())
-                run.state = "evaluated" if paths.eval_metrics.is_file() else "trained"
-                run.epochs, run.seconds = metrics["epochs"], metrics["train_seconds"]
-                run.best_val_bleu, run.stopped_by = metrics.get("best_val_bleu"), metrics.get("stopped_by")
-                run.steps = metrics.get("steps", 0)
+                state = "evaluated" if paths.eval_metrics.is_file() else "trained"
+                trained(run, state, json.loads(paths.train_metrics.read_text()))
             else:
                 rows = curve_rows(paths)
                 if rows is not None:
@@ -98,14 +95,19 @@ def progress(params: Params, root: Path = Path("."), exported: Path | None = Non
                     run.steps = int(float(rows[-1]["step"]))
                     bleus = [float(row["val_bleu"]) for row in rows if row["val_bleu"] not in ("", None)]
                     run.best_val_bleu = max(bleus) if bleus else None
-            if run.state == "not started" and exported is not None and finished_run(model, seed, root, exported):
+            elsewhere = finished_run(model, seed, root, exported) if exported and run.state == "not started" else None
+            if elsewhere:
                 same_recipe(params, exported_params or params, model, seed, exported)
-                metrics = json.loads((Path(exported) / model / f"seed{seed}" / "train.json").read_text())
-                run.state, run.epochs, run.seconds = "exported", metrics["epochs"], metrics["train_seconds"]
-                run.best_val_bleu, run.stopped_by = metrics.get("best_val_bleu"), metrics.get("stopped_by")
-                run.steps = metrics.get("steps", 0)
+                trained(run, "exported", elsewhere[0])
             found.append(run)
     return found
+
+
+def trained(run: RunProgress, state: str, metrics: dict) -> None:
+    """run as its train.json (metrics) says it ended."""
+    run.state, run.epochs, run.seconds = state, metrics["epochs"], metrics["train_seconds"]
+    run.best_val_bleu, run.stopped_by = metrics.get("best_val_bleu"), metrics.get("stopped_by")
+    run.steps = metrics.get("steps", 0)
 
 
 def same_recipe(params: Params, recipe: Params, model: str, seed: int, exported: Path) -> None:
