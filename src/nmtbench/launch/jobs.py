@@ -45,15 +45,19 @@ def run_stage(cmd: str, cwd: str, log: str, env: dict[str, str]) -> None:
             signal_stage(process)
         raise KeyboardInterrupt
 
+    previous = {}
     if threading.current_thread() is threading.main_thread():  # where Python lets a handler be set
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, stop)
-    process = start_stage(cmd, cwd, log, env)
-    started.append(process)
+        previous = {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS}
     try:
-        code = process.wait()
+        process = start_stage(cmd, cwd, log, env)
+        started.append(process)
+        try:
+            code = process.wait()
+        finally:
+            end(process)
     finally:
-        end(process)
+        for signum, handler in previous.items():  # submitit's own, for the rest of its job process
+            signal.signal(signum, handler)
     if code:
         raise StageFailed(f"exit status {code}")
 
