@@ -372,6 +372,24 @@ def test_an_exported_run_trained_with_another_recipe_is_refused_naming_what_diff
 
 
 
+def test_an_exported_run_trained_on_other_subwords_is_refused_and_one_on_these_counts_as_done(tmp_path):
+    """The same params make the same subwords, unless the tokenizer changed: an export's runs are checked by the
+    subwords their train.json records against this workspace's vocab.json; one recorded before that is taken as is."""
+    params = grid({"same": RNN, "older": RNN, "other": RNN})
+    tokenized = tmp_path / "data" / "tokenized"
+    tokenized.mkdir(parents=True)
+    (tokenized / "vocab.json").write_text(json.dumps({"size": 8, "pad": 0, "sha256": "ab" * 32}))
+    stopped = {"epochs": 3, "train_seconds": 30.0, "stopped_by": "early_stopping"}
+    export = export_of(tmp_path, params, {"same": {**stopped, "vocab": "ab" * 32}, "older": stopped})
+    assert [run.state for run in progress(params, tmp_path, export, params)] == ["exported", "exported", "not started"]
+    (export / "other" / "seed1").mkdir(parents=True)
+    (export / "other/seed1/train.json").write_text(json.dumps({**stopped, "vocab": "cd" * 32}))
+    (export / "other/seed1/eval.json").write_text("{}")
+    with pytest.raises(ConfigError, match=r"^--from .*/export: other seed 1 was trained on other subwords \(vocab "
+                                          r"cdcdcdcdcdcd there, abababababab in .*vocab.json\); train it here"):
+        progress(params, tmp_path, export, params)
+
+
 def test_the_curves_so_far_join_the_export_with_this_workspaces_runs_of_its_recipe(tmp_path):
     """A grid converging over two machines seen whole: the export's finished runs, and here the runs it lacks that
     this workspace trains as the export's params do; a run of another recipe here (a checkout's own) stays out."""

@@ -30,7 +30,7 @@ from nmtbench.config import ConfigError, DataConfig, ReportConfig, TokenizeConfi
 from nmtbench.data.batching import TokenBatchSampler
 from nmtbench.data.datamodule import TranslationData
 from nmtbench.data.prepare import prepare
-from nmtbench.data.tokenizer import Tokenizer, load_tokenized, tokenize
+from nmtbench.data.tokenizer import Tokenizer, load_tokenized, tokenize, vocab_id
 from nmtbench.decoding.translator import Translator
 from nmtbench.evaluation.beam_sweep import beam_sweep
 from nmtbench.evaluation.evaluate import evaluate, one_line
@@ -61,9 +61,10 @@ def test_train_writes_checkpoint_metrics_and_an_offline_wandb_run(project):
     metrics = train(project, "tiny")
     assert set(metrics) == {"params", "train_seconds", "train_tokens_per_s", "best_val_loss", "best_val_ppl",
                             "best_val_bleu", "steps", "epochs", "target_tokens", "train_flops", "precision",
-                            "stopped_by", "best_epoch", "best_step", "best_train_flops"}
+                            "stopped_by", "best_epoch", "best_step", "best_train_flops", "vocab"}
     assert metrics["epochs"] == 2 and metrics["steps"] > 0 and metrics["precision"] == "32-true"
     assert metrics["stopped_by"] == "max_epochs"
+    assert metrics["vocab"] == vocab_id(json.loads(Path("data/tokenized/vocab.json").read_text()))
     saved = json.loads(open("metrics/tiny/seed42/train.json").read())
     provenance = saved.pop("provenance")  # what produced the figures, beside them
     assert saved == metrics and provenance["wall_seconds"] >= metrics["train_seconds"]

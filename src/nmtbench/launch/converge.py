@@ -18,6 +18,7 @@ import torch
 
 from nmtbench import figures
 from nmtbench.config import ConfigError, LaunchConfig, Params
+from nmtbench.data.tokenizer import vocab_id
 from nmtbench.evaluation.compute import ranking_flip, swap_text
 from nmtbench.files import lock_owner, write_bytes
 from nmtbench.launch.scheduler import FOLDER, alive
@@ -98,6 +99,7 @@ def progress(params: Params, root: Path = Path("."), exported: Path | None = Non
             elsewhere = finished_run(model, seed, root, exported) if exported and run.state == "not started" else None
             if elsewhere:
                 same_recipe(params, exported_params or params, model, seed, exported)
+                same_subwords(elsewhere[0], root / "data" / "tokenized", model, seed, exported)
                 trained(run, "exported", elsewhere[0])
             found.append(run)
     return found
@@ -118,6 +120,20 @@ def same_recipe(params: Params, recipe: Params, model: str, seed: int, exported:
         raise ConfigError(f"--from {exported}: {model} seed {seed} was trained there with other {part} params "
                           f"({', '.join(keys) or 'the whole block'}: not as in this workspace's params.yaml); "
                           f"train it here (leave --from out) or make the params agree")
+
+
+def same_subwords(metrics: dict, tokenized_dir: Path, model: str, seed: int, exported: Path) -> None:
+    """Refuse, in one line, an exported run trained on other subwords than this workspace's: the same params and data
+    make the same subwords, so a difference means the tokenizer or its library changed. Runs whose train.json predates
+    recording its subwords, or a workspace not tokenized yet, are not checked."""
+    record = tokenized_dir / "vocab.json"
+    if "vocab" not in metrics or not record.is_file():
+        return
+    here = vocab_id(json.loads(record.read_text()))
+    if metrics["vocab"] != here:
+        raise ConfigError(f"--from {exported}: {model} seed {seed} was trained on other subwords (vocab "
+                          f"{metrics['vocab'][:12]} there, {here[:12]} in {record}); train it here (leave --from "
+                          "out), or tokenize with the sentencepiece version and settings it was trained with")
 
 
 def recipe_difference(params: Params, recipe: Params, model: str, seed: int) -> tuple[str, list[str]] | None:

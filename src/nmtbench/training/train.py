@@ -16,7 +16,7 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from nmtbench.config import ConfigError, Params
 from nmtbench.data.datamodule import TranslationData
-from nmtbench.data.tokenizer import Tokenizer, load_tokenized, model_files
+from nmtbench.data.tokenizer import Tokenizer, load_tokenized, model_files, vocab_id
 from nmtbench.files import PidLock, write_json
 from nmtbench.loading import read_vocab
 from nmtbench.models.registry import model_config
@@ -172,6 +172,7 @@ def fit(params: Params, paths: RunPaths, vocab: dict, tokenized_dir: Path, start
         "best_epoch": kept["epoch"], "best_step": kept["step"], "best_train_flops": kept["train_flops"],
         "precision": precision,
         "stopped_by": stopped_by(trainer, early_stopping, flop_budget),
+        "vocab": vocab_id(vocab),  # the subwords it was trained on, which an export read elsewhere is checked by
     }
     # a run meant to stop early that reached its ceiling or its budget first is not converged: it keeps what it needs
     # to go on when that is raised (neither is part of the run's fingerprint)
