@@ -610,7 +610,8 @@ def test_the_comparison_records_what_produced_every_run(root):
 def test_produced_by_names_every_distinct_commit_version_and_machine():
     from nmtbench.evaluation.rendering import provenance_lines
 
-    gpu = {**DEVICE, "gpus": ["NVIDIA A100-SXM4-40GB"], "cores": 1, "torch_threads": 1, "memory_gib": None}
+    gpu = {**DEVICE, "gpus": ["NVIDIA A100-SXM4-40GB"], "cores": 1, "torch_threads": 1, "memory_gib": None,
+           "cpu_features": ["avx2", "avx512f"]}
     comparison = {"provenance": {"compare": stamp(1.4),
                                  "train": {"a/seed1": stamp(3600.0, dirty=True, device=gpu), "b/seed1": None},
                                  "evaluate": {"a/seed1": stamp(60.0, commit="fedcba9876543210", torch="2.12.0"),
@@ -618,7 +619,7 @@ def test_produced_by_names_every_distinct_commit_version_and_machine():
     assert provenance_lines(comparison) == [
         "Code: commit 0123456789, with uncommitted changes / commit fedcba9876 / commit 0123456789.",
         "Software: Python 3.11.7, nmtbench 0.1.0, torch 2.13.0+cpu / 2.12.0, sacrebleu 2.6.0.",
-        "Machine: AMD EPYC 7B13 (1 core), NVIDIA A100-SXM4-40GB, 1 torch thread / "
+        "Machine: AMD EPYC 7B13 (1 core, avx2 avx512f), NVIDIA A100-SXM4-40GB, 1 torch thread / "
         "AMD EPYC 7B13 (2 cores, 23.5 GiB), no GPU, 2 torch threads.",
         "Wall time: train 1:00:00, evaluate 0:02:00 over 2 runs, compare 0:00:01.",
         "1 train and evaluate results record no provenance (written before it was); rerun their stages to stamp them."]

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from nmtbench.cli import main
-from nmtbench.provenance import COMMIT_FILE, code_text, cpu_model, git_state, stamp, versions
+from nmtbench.provenance import COMMIT_FILE, code_text, cpu_features, cpu_model, git_state, stamp, versions
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@localhost"]
 
@@ -95,6 +95,15 @@ def test_cpu_model_from_cpuinfo(tmp_path):
     assert cpu_model(tmp_path / "absent") != ""  # another system: platform's name for it
 
 
+def test_cpu_features_name_the_instruction_sets_that_tell_two_cpus_of_one_model_apart(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("model name\t: AMD EPYC\nflags\t\t: fpu sse2 avx2 avx512f avx512bw avx512_bf16 avx512_vnni\n")
+    assert cpu_features(cpuinfo) == ["avx2", "avx512f", "avx512_bf16"]
+    cpuinfo.write_text("model name\t: AMD EPYC\nflags\t\t: fpu sse2 avx2 fma\n")
+    assert cpu_features(cpuinfo) == ["avx2"]
+    assert cpu_features(tmp_path / "absent") == []
+
+
 def test_versions_of_installed_and_absent_packages():
     assert versions(["sacrebleu", "no-such-distribution"]) == {
         "sacrebleu": importlib.metadata.version("sacrebleu"), "no-such-distribution": None}
@@ -106,7 +115,8 @@ def test_a_stamp_holds_code_software_machine_and_wall_time():
     assert set(found) == {"git", "python", "packages", "device", "wall_seconds", "finished"}
     assert 1.5 <= found["wall_seconds"] < 60
     assert {"torch", "lightning", "dvc", "sacrebleu", "sentencepiece"} <= set(found["packages"])
-    assert set(found["device"]) == {"cpu", "cores", "memory_gib", "gpus", "torch_threads", "platform"}
+    assert set(found["device"]) == {"cpu", "cpu_features", "cores", "memory_gib", "gpus", "torch_threads",
+                                   "platform"}
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", found["finished"])
 
 

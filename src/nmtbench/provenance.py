@@ -27,6 +27,8 @@ SOURCE = Path(__file__).resolve().parent
 PACKAGES = ("nmtbench", "torch", "lightning", "sacrebleu", "sentencepiece", "datasets", "numpy", "dvc", "wandb")
 # written by the pipeline itself while it runs, so a change there says nothing about the code or the params
 PIPELINE_RECORDS = ":(top,exclude,glob)**/dvc.lock"
+# the x86 instruction sets that decide which of torch's CPU kernels run (fp32 and bf16 matrix products)
+CPU_FEATURES = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
 # the environment variable naming the recorded state of code that runs outside its checkout
 COMMIT_FILE = "NMTBENCH_COMMIT_FILE"
 
@@ -99,8 +101,21 @@ def device() -> dict:
 
     gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]  # none without CUDA
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"cpu": cpu_model(), "cores": cores, "memory_gib": memory_gib(), "gpus": gpus,
-            "torch_threads": torch.get_num_threads(), "platform": platform.platform()}
+    return {"cpu": cpu_model(), "cpu_features": cpu_features(), "cores": cores, "memory_gib": memory_gib(),
+            "gpus": gpus, "torch_threads": torch.get_num_threads(), "platform": platform.platform()}
+
+
+def cpu_features(cpuinfo: Path = Path("/proc/cpuinfo")) -> list[str]:
+    """The instruction sets among CPU_FEATURES that the CPU has: two CPUs of one model name can differ in them
+    (an AMD EPYC with or without AVX-512), and with them torch's kernels, its speed and, for some models, its fp32
+    arithmetic to the last bit. Empty where /proc/cpuinfo does not list them."""
+    try:
+        text = cpuinfo.read_text(errors="replace")
+    except OSError:
+        return []
+    flags = next((set(value.split()) for key, _, value in (line.partition(":") for line in text.splitlines())
+                  if key.strip() in ("flags", "Features")), set())
+    return [feature for feature in CPU_FEATURES if feature in flags]
 
 
 def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:

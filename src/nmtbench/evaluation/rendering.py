@@ -239,7 +239,9 @@ def provenance_lines(comparison: dict) -> list[str]:
 
 def _machine(device: dict) -> str:
     memory = f", {device['memory_gib']:g} GiB" if device["memory_gib"] else ""
-    return (f"{device['cpu']} ({_count(device['cores'], 'core')}{memory}), {', '.join(device['gpus']) or 'no GPU'}, "
+    features = f", {' '.join(device['cpu_features'])}" if device.get("cpu_features") else ""
+    return (f"{device['cpu']} ({_count(device['cores'], 'core')}{memory}{features}), "
+            f"{', '.join(device['gpus']) or 'no GPU'}, "
             f"{_count(device['torch_threads'], 'torch thread')}")
 
 
