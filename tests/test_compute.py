@@ -15,18 +15,18 @@ def test_a_standing_is_the_best_validation_within_the_flops():
 def test_two_curves_swap_where_the_final_leader_leads_from_then_on():
     flip = swap("fast", "slow", {"fast": FAST, "slow": SLOW})
     assert flip == {"pair": ["fast", "slow"], "leader": "slow", "flops": 3e13, "standing": {"fast": 16.0, "slow": 17.0}}
-    assert swap_text(flip) == ("**The ranking flips at 3e+13 training FLOPs**: fast leads at some validation before "
-                               "it, slow at every validation from there on (best val BLEU within 3e+13 FLOPs: fast "
-                               "16.00, slow 17.00).")
+    assert swap_text(flip) == ("**The ranking flips at 3e+13 training FLOPs**: the fast family leads at some "
+                               "validation before it, the slow family at every validation from there on (best val "
+                               "BLEU within 3e+13 FLOPs: fast family 16.00, slow family 17.00).")
     never = swap("slow", "weak", {"slow": SLOW, "weak": WEAK})  # compared from 2e13, where both have validated
     assert (never["leader"], never["flops"]) == ("slow", None)
-    assert swap_text(never).startswith("No flip: slow leads weak at every validation")
+    assert swap_text(never).startswith("No flip: the slow family leads the weak family at every validation")
 
 
 def test_a_pair_that_ends_level_has_no_leader():
     level = swap("a", "b", {"a": [(1e13, 3.0), (2e13, 9.0)], "b": [(1e13, 5.0), (2e13, 9.0)]})
     assert (level["leader"], level["flops"]) == (None, None)
-    assert swap_text(level) == "a and b end level (a 9.00, b 9.00): no leader, no flip."
+    assert swap_text(level) == "The a and b families end level (a family 9.00, b family 9.00): no leader, no flip."
 
 
 def test_the_ranking_flip_is_the_top_two_and_swaps_list_every_pair_that_swaps():
@@ -60,8 +60,8 @@ def test_the_ranking_flips_for_good_at_the_validation_the_definition_names():
     flip = ranking_flip({"rnn": GRU, "transformer": TRANSFORMER, "cnn": [(1e13, 3.0), (1e14, 20.0)]})
     assert flip == {"pair": ["transformer", "rnn"], "leader": "transformer", "flops": 6.11e13,
                     "standing": {"transformer": 27.58, "rnn": 24.79}}
-    assert swap_text(flip).startswith("**The ranking flips at 6.11e+13 training FLOPs**: rnn leads at "
-                                                 "some validation before it, transformer at every validation")
+    assert swap_text(flip).startswith("**The ranking flips at 6.11e+13 training FLOPs**: the rnn family leads at "
+                                      "some validation before it, the transformer family at every validation")
 
 
 def test_no_flip_where_one_family_leads_throughout_or_the_two_end_level():

@@ -170,9 +170,9 @@ def test_every_runs_curve_so_far_is_drawn_against_flops_with_the_families_swap(t
     write_run(tmp_path, "lstm", curve=[(5, 1.0, 5.0, 10.0), (10, 2.0, 10.0, 11.0)])  # step s: s x 1e9 FLOPs
     write_run(tmp_path, "tf", curve=[(5, 1.0, 5.0, 8.0), (10, 2.0, 10.0, 14.0)])
     said = plot_curves(params, tmp_path / "curves.png", tmp_path)
-    assert said == ("**The ranking flips at 1e+10 training FLOPs**: rnn leads at some validation before it, "
-                    "transformer at every validation from there on (best val BLEU within 1e+10 FLOPs: "
-                    "transformer 14.00, rnn 11.00).")
+    assert said == ("**The ranking flips at 1e+10 training FLOPs**: the rnn family leads at some validation before "
+                    "it, the transformer family at every validation from there on (best val BLEU within 1e+10 FLOPs: "
+                    "transformer family 14.00, rnn family 11.00).")
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="no run has validated yet"):
         plot_curves(grid({"kin": TRANSFORMER}), tmp_path / "none.png", tmp_path)

@@ -225,7 +225,8 @@ def test_a_model_without_its_family_is_left_out_of_the_flip_and_named(tmp_path, 
     page = written(tmp_path, returned(tmp_path / "out", rehearsal))
     assert "- grid: params.yaml's models.cnn has no family, so the flip leaves its runs out\n" in page
     assert row(page, "cnn", "## The grid")[-2:] == ["5,039", "260.2"]  # its run is still on the page
-    assert "No flip: rnn leads transformer at every validation where both have validated" in page  # still drawn
+    # still drawn
+    assert "No flip: the rnn family leads the transformer family at every validation where both have validated" in page
 
 
 def test_the_date_goes_through_make_and_make_names_what_it_needs(tmp_path, monkeypatch, capsys):

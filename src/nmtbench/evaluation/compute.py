@@ -81,15 +81,18 @@ def swaps(curves: dict[str, Curve]) -> list[dict]:
 
 
 def swap_text(flip: dict) -> str:
-    """One sentence for a page: who leads from which FLOPs on, with both standings there."""
+    """One sentence for a page: which family leads from which FLOPs on, with both standings there. Families are
+    named as such: two of them share their name with a model (rnn, transformer)."""
     pair, leader, flops, found = flip["pair"], flip["leader"], flip["flops"], flip["standing"]
     if len(pair) < 2:
         return "Fewer than two learning curves with training FLOPs: no ranking to flip."
-    scores = ", ".join(f"{name} {found[name]:.2f}" for name in pair)
+    scores = ", ".join(f"{name} family {found[name]:.2f}" for name in pair)
     if leader is None:
-        return f"{' and '.join(pair)} end level ({scores}): no leader, no flip."
+        return f"The {' and '.join(pair)} families end level ({scores}): no leader, no flip."
     other = next(name for name in pair if name != leader)
     if flops is None:
-        return f"No flip: {leader} leads {other} at every validation where both have validated (at the end: {scores})."
-    return (f"**The ranking flips at {flops:.3g} training FLOPs**: {other} leads at some validation before it, "
-            f"{leader} at every validation from there on (best val BLEU within {flops:.3g} FLOPs: {scores}).")
+        return (f"No flip: the {leader} family leads the {other} family at every validation where both have validated "
+                f"(at the end: {scores}).")
+    return (f"**The ranking flips at {flops:.3g} training FLOPs**: the {other} family leads at some validation before "
+            f"it, the {leader} family at every validation from there on (best val BLEU within {flops:.3g} FLOPs: "
+            f"{scores}).")
