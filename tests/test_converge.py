@@ -104,6 +104,13 @@ def test_before_any_run_stops_early_an_assumed_epoch_count_is_said_and_unmeasure
     assert status_table(runs, jobs=1).endswith(f"({ASSUMED_EPOCHS} epochs a run assumed until one stops early)")
 
 
+def test_the_status_columns_line_up_under_a_name_longer_than_the_column(tmp_path):
+    long = "lstm_attention_additive_unidirectional"
+    lines = status_table(progress(grid({"rnn": RNN, long: RNN}), tmp_path), jobs=1).splitlines()[:3]
+    # "model", a space, the seed right-aligned in 4, two spaces: the state starts 7 after the longest name
+    assert {line.index("not started" if i else "state") for i, line in enumerate(lines)} == {len(long) + 7}
+
+
 def test_a_resumed_runs_curve_is_read_from_its_checkpoint_until_its_first_validation_rewrites_the_file(tmp_path):
     """dvc deletes learning_curve.csv when it reruns the stage; the checkpoint holds the rows."""
     (tmp_path / "models/a/seed1/unfinished").mkdir(parents=True)

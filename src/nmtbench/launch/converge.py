@@ -205,13 +205,14 @@ def seconds_left(runs: list[RunProgress]) -> tuple[dict[tuple[str, int], float |
 def status_table(runs: list[RunProgress], jobs: int) -> str:
     """What is left, a line per run, and the hours it should take at `jobs` at once."""
     left, expected = seconds_left(runs)
-    lines = [f"{'model':<26} {'seed':>4}  {'state':<12} {'epochs':>6}  {'best val BLEU':>13}  {'s/epoch':>7}  "
+    width = max([26, *(len(run.model) for run in runs)])  # the model column fits the longest name
+    lines = [f"{'model':<{width}} {'seed':>4}  {'state':<12} {'epochs':>6}  {'best val BLEU':>13}  {'s/epoch':>7}  "
              f"{'left':>7}  stopped by"]
     for run in runs:
         pace = run.seconds_per_epoch
         todo = left.get((run.model, run.seed))
         lines.append(
-            f"{run.model:<26} {run.seed:>4}  {run.state:<12} {run.epochs:>6.1f}  "
+            f"{run.model:<{width}} {run.seed:>4}  {run.state:<12} {run.epochs:>6.1f}  "
             f"{'-' if run.best_val_bleu is None else f'{run.best_val_bleu:.2f}':>13}  "
             f"{'-' if pace is None else f'{pace:.0f}':>7}  "
             f"{'-' if run.training_done else '?' if todo is None else f'{todo / 3600:.1f} h':>7}  "
