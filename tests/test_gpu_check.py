@@ -56,6 +56,19 @@ def test_more_without_a_grid_on_this_machine_says_so_and_one_after_it_packs_the_
     assert log[1].startswith(f"more: -m nmtbench timed-grid-more {tmp_path}/work/grid")
 
 
+def test_the_grid_part_trains_the_models_and_seeds_named(tmp_path):
+    stand_in = tmp_path / "python"
+    stand_in.write_text("#!/bin/sh\necho \"grid: $*\"\n")
+    stand_in.chmod(0o755)
+    done, out = gpu_check(tmp_path, "grid", GPU_CHECK_SECONDS="100", PYTHON=str(stand_in),
+                          GPU_GRID_MODELS="transformer lstm", GPU_GRID_SEEDS="42 43 44")
+    assert "grid: passed" in (out / "summary.txt").read_text()
+    with tarfile.open(out / "grid.tar.gz") as packed:
+        said = packed.extractfile("grid/part.log").read().decode()
+    assert said.split("--jobs 9 ")[1].splitlines()[0] == (
+        "--models transformer lstm --set seeds=[42,43,44] --set beam_sweep.seed=42")
+
+
 def test_a_part_past_its_limit_is_cut_and_what_it_wrote_comes_back(tmp_path):
     hanging = tmp_path / "python"
     hanging.write_text("#!/bin/sh\necho 'started, then hanging'\nsleep 300\n")
