@@ -114,7 +114,7 @@ def cpu_features(cpuinfo: Path = Path("/proc/cpuinfo")) -> list[str]:
     except OSError:
         return []
     flags = next((set(value.split()) for key, _, value in (line.partition(":") for line in text.splitlines())
-                  if key.strip() in ("flags", "Features")), set())
+                  if key.strip() == "flags"), set())
     return [feature for feature in CPU_FEATURES if feature in flags]
 
 
