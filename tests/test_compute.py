@@ -64,6 +64,14 @@ def test_the_ranking_flips_for_good_at_the_validation_the_definition_names():
                                       "some validation before it, the transformer family at every validation")
 
 
+def test_the_flip_is_the_recurrent_against_the_transformer_family_even_where_another_ends_between_them():
+    above_rnn = [(1e13, 1.0), (1.2e14, 31.0)]  # decoder_only ends above the recurrent family's 29.57
+    flip = ranking_flip({"rnn": GRU, "transformer": TRANSFORMER, "decoder_only": above_rnn})
+    assert (flip["pair"], flip["flops"]) == (["transformer", "rnn"], 6.11e13)
+    assert ranking_flip({"transformer": TRANSFORMER, "decoder_only": above_rnn, "cnn": GRU})["pair"] == [
+        "transformer", "decoder_only"]  # without a recurrent family, the two standing highest
+
+
 def test_no_flip_where_one_family_leads_throughout_or_the_two_end_level():
     ahead = ranking_flip({"rnn": [(1.0, 5.0), (3.0, 9.0)], "transformer": [(2.0, 1.0), (4.0, 8.0)]})
     assert (ahead["leader"], ahead["flops"]) == ("rnn", None)  # from 2.0, where both have validated, rnn leads

@@ -10,6 +10,8 @@ from pathlib import Path
 from nmtbench.files import write_text
 
 Curve = list[tuple[float, float]]  # (training FLOPs, val BLEU) at each validation
+# the two families the project's question sets against each other
+QUESTION = ("rnn", "transformer")
 
 FLIP_DEFINITION = ("The flip, defined: a model's (or family's) standing at F training FLOPs is the best val BLEU any "
                    "of its runs reached at a validation within F FLOPs (what a run stopped at F keeps as its best "
@@ -65,9 +67,12 @@ def swap(first: str, second: str, curves: dict[str, Curve]) -> dict:
 
 
 def ranking_flip(curves: dict[str, Curve]) -> dict:
-    """swap() of the two standing highest at the end (families, or models); fewer than two curves: no pair."""
+    """swap() of the recurrent and the Transformer families where both have curves: the project's question, even where
+    another family (decoder_only) ends between them; else of the two standing highest at the end (families, or
+    models). Fewer than two curves: no pair."""
     ends = {name: max(bleu for _, bleu in curve) for name, curve in curves.items() if curve}
-    top = sorted(ends, key=lambda name: -ends[name])[:2]
+    asked = [name for name in QUESTION if name in ends]
+    top = sorted(asked if len(asked) == 2 else ends, key=lambda name: -ends[name])[:2]
     if len(top) < 2:
         return {"pair": top, "leader": None, "flops": None, "standing": ends}
     return swap(*top, curves)

@@ -201,7 +201,8 @@ def _curves_section(page: Page, runs: dict[str, Path], comparison: dict) -> None
         page.figure("flops-curves", figures.flops_curves(with_flops, flip),
                     "Validation BLEU against training FLOPs (log scale), every run on one plot: the ranking at "
                     "every smaller budget, read off the same runs"
-                    + ("; the dashed line marks where the top two families swap places" if flip else ""))
+                    + ("; the dashed line marks where the recurrent and the Transformer families swap places"
+                       if flip else ""))
     if comparison.get("swaps"):
         page.add(_list(rendering.swap_lines(comparison)))
         if comparison["swaps"]["models"]:
