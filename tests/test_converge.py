@@ -32,6 +32,7 @@ from nmtbench.launch.converge import (
     finished_table,
     plot_curves,
     progress,
+    refresh_page,
     seconds_left,
     stage_order,
     status_table,
@@ -418,6 +419,40 @@ def test_the_curves_so_far_join_the_export_with_this_workspaces_runs_of_its_reci
     assert plot_curves(params, tmp_path / "joined.png", tmp_path, export, here) == plot_curves(
         grid({"done": RNN, "going": TRANSFORMER}), tmp_path / "alike.png", alike)
     assert (tmp_path / "joined.png").read_bytes() == (tmp_path / "alike.png").read_bytes()
+
+def test_a_results_page_has_its_marked_blocks_rewritten_and_its_prose_kept(tmp_path):
+    """--page: the status, the curves and the plot's flip where the page marks them, from the export joined with this
+    workspace's runs, the picture beside the page; again, the same page; a page without blocks is refused."""
+    params = grid({"done": RNN, "going": TRANSFORMER})
+    export = export_of(tmp_path, params, {"done": {"epochs": 1, "train_seconds": 5.0, "stopped_by": "early_stopping"}})
+    (export / "done/seed1/learning_curve.csv").write_text(
+        "step,epoch,wall_seconds,target_tokens,train_flops,train_loss,val_loss,val_ppl,val_bleu\n"
+        "5,1.0,5.0,0,5000000000,1.0,1.0,2.7,30.5\n")
+    write_run(tmp_path, "going", curve=[(5, 1.0, 200.0, 12.25), (10, 2.0, 400.0, 34.5)])
+    page = tmp_path / "docs" / "page.md"
+    page.parent.mkdir()
+    page.write_text("# Runs\n\nProse.\n<!-- converge:status -->\nold\n<!-- /converge:status -->\nMore prose.\n\n"
+                    "<!-- converge:curves -->\n| old |\n<!-- /converge:curves -->\n"
+                    "<!-- converge:plot flops.png -->\nold flip\n<!-- /converge:plot -->\nThe end.\n")
+    assert refresh_page(params, page, 2, tmp_path, export, params, params) == ["status", "curves", "plot"]
+    status = status_table(progress(params, tmp_path, exported=export, exported_params=params), 2)
+    assert page.read_text() == (
+        f"# Runs\n\nProse.\n<!-- converge:status -->\n```\n{status}\n```\n<!-- /converge:status -->\nMore prose.\n\n"
+        f"<!-- converge:curves -->\n{curves_table(params, tmp_path, export, params)}\n<!-- /converge:curves -->\n"
+        f"<!-- converge:plot flops.png -->\n{plot_curves(params, tmp_path / 'b.png', tmp_path, export, params)}\n"
+        "<!-- /converge:plot -->\nThe end.\n")
+    assert "| done | 1 | 1 | 30.50 (1) | 30.5 |" in page.read_text() and "going" in status
+    assert (page.parent / "flops.png").read_bytes() == (tmp_path / "b.png").read_bytes()
+    before = page.read_text()
+    refresh_page(params, page, 2, tmp_path, export, params, params)
+    assert page.read_text() == before
+    page.write_text("# Runs\n\n<!-- converge:curves -->\n")  # no end
+    with pytest.raises(ConfigError, match=r"^--page .*page.md: no block to refresh; mark one with"):
+        refresh_page(params, page, 2, tmp_path, export, params, params)
+    page.write_text("<!-- converge:plot -->\n<!-- /converge:plot -->\n")
+    with pytest.raises(ConfigError, match=r"names no picture"):
+        refresh_page(params, page, 2, tmp_path, export, params, params)
+
 
 def test_make_converge_from_an_export_trains_only_what_it_lacks(tmp_path, monkeypatch, capsys):
     import nmtbench.launch

@@ -180,6 +180,7 @@ def test_the_readme_workspace_instructions_run_as_written(tmp_path):
                 ("JOBS=2", "FROM=../done"): "nmtbench converge --jobs 2 --from ../done",
                 ("PLOT=a.png",): "nmtbench converge --plot a.png",
                 ("PLOT=a.png", "FROM=../done"): "nmtbench converge --plot a.png --from ../done",
+                ("PAGE=p.md", "JOBS=2", "FROM=../done"): "nmtbench converge --page p.md --jobs 2 --from ../done",
                 ("COMPARE=so-far", "BASELINE=rnn"): "nmtbench converge --compare so-far --baseline rnn"}
     for variables, command in converge.items():
         assert " ".join(make(workspace, "-n", "converge", *variables).splitlines()[-1].split()) == command

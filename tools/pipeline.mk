@@ -42,9 +42,9 @@ repro: $(VENV)/.installed ## run the whole pipeline on the default params (dvc r
 
 # MODELS="a b": start these models first, in this order
 MODELS ?=
-converge: $(VENV)/.installed ## train every run to its own stopping and evaluate it (JOBS=N at once, THREADS=T each, MODELS first); again resumes; PLOT=<png> draws the curves so far; COMPARE=<folder> (BASELINE=<model>) compares the finished models; FROM=<export>: with the runs finished there
+converge: $(VENV)/.installed ## train every run to its own stopping and evaluate it (JOBS=N at once, THREADS=T each, MODELS first); again resumes; PLOT=<png> draws the curves so far; PAGE=<md> rewrites a results page's marked blocks; COMPARE=<folder> (BASELINE=<model>) compares the finished models; FROM=<export>: with the runs finished there
 	nmtbench check
-	$(if $(PLOT),nmtbench converge --plot $(PLOT),$(if $(COMPARE),nmtbench converge --compare $(COMPARE) $(if $(BASELINE),--baseline $(BASELINE)),nmtbench converge $(MODELS) $(if $(JOBS),--jobs $(JOBS)) $(if $(THREADS),--threads $(THREADS)))) $(if $(FROM),--from $(FROM))
+	$(if $(PAGE),nmtbench converge --page $(PAGE) $(if $(JOBS),--jobs $(JOBS)),$(if $(PLOT),nmtbench converge --plot $(PLOT),$(if $(COMPARE),nmtbench converge --compare $(COMPARE) $(if $(BASELINE),--baseline $(BASELINE)),nmtbench converge $(MODELS) $(if $(JOBS),--jobs $(JOBS)) $(if $(THREADS),--threads $(THREADS))))) $(if $(FROM),--from $(FROM))
 
 tune: $(VENV)/.installed ## tune every model on val BLEU (tune.trials trials each, 0 by default: set it first; docs/tuning.md)
 	nmtbench check

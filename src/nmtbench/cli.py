@@ -222,13 +222,13 @@ def _converge(args):
         raise ConfigError("--baseline: only --compare reads it; add --compare FOLDER, or leave --baseline out")
     exported = args.exported and Path(args.exported) / "params.yaml"  # an export carries the params its runs had
     recipe = load_params(exported) if exported and exported.is_file() else None
-    reading = args.curves or args.table or args.plot or args.compare is not None  # the export's runs
+    reading = args.curves or args.table or args.plot or args.page or args.compare is not None  # the export's runs
     params = recipe if reading and recipe else load_params(args.params)
     # the curves and the plot so far join this workspace's runs the export lacks (make headline's checkout has none)
     here = load_params(args.params) if reading and recipe and Path(args.params).is_file() else None
     return converge(params, args.jobs, args.models, status_only=args.status, curves=args.curves, export=args.export,
                     plot=args.plot, threads=args.threads, exported=args.exported, table=args.table,
-                    compared=args.compare, baseline=args.baseline, recipe=recipe, here=here)
+                    compared=args.compare, baseline=args.baseline, recipe=recipe, here=here, page=args.page)
 
 
 def _check_at_least_one(args) -> None:
@@ -366,6 +366,10 @@ def build_parser() -> argparse.ArgumentParser:
     converge.add_argument("--plot", type=Path, metavar="PNG",
                           help="only draw every run's val BLEU against training FLOPs so far, the families' swap "
                           "marked, into PNG (make converge PLOT=<png>)")
+    converge.add_argument("--page", type=Path, metavar="MARKDOWN",
+                          help="only rewrite the blocks a results page marks, <!-- converge:status -->, <!-- "
+                          "converge:curves --> and <!-- converge:plot <png> --> (each to <!-- /converge:<name> -->), "
+                          "with what --status, --curves and --plot give now (make converge PAGE=<page>)")
     converge.add_argument("--table", action="store_true",
                           help="only print every evaluated run's size, best checkpoint, stopping and scores on each "
                           "test set, as a markdown table, the best first (make headline)")
@@ -375,7 +379,8 @@ def build_parser() -> argparse.ArgumentParser:
     converge.add_argument("--baseline", metavar="MODEL",
                           help="--compare's baseline (default: compare.baseline, which must have finished)")
     converge.add_argument("--from", type=Path, metavar="FOLDER", dest="exported",
-                          help="--curves, --plot, --table and --compare read the runs --export copied to FOLDER, with "
+                          help="--curves, --plot, --page, --table and --compare read the runs --export copied to "
+                          "FOLDER, with "
                           "the params.yaml it copied there, not this workspace's (make headline); otherwise the runs "
                           "finished there count as done and are not trained here (a new machine: make converge "
                           "FROM=FOLDER)")

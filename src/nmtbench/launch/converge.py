@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 import statistics
 import sys
@@ -20,13 +21,16 @@ from nmtbench import figures
 from nmtbench.config import ConfigError, LaunchConfig, Params
 from nmtbench.data.tokenizer import vocab_id
 from nmtbench.evaluation.compute import ranking_flip, swap_text
-from nmtbench.files import lock_owner, write_bytes
+from nmtbench.files import lock_owner, write_bytes, write_text
 from nmtbench.launch.scheduler import FOLDER, alive
 from nmtbench.loading import run_description
 from nmtbench.runs import RAISABLE, RESULTS, RunPaths
 from nmtbench.tables import Table, dash
 from nmtbench.training.curves import best_validation
 
+# a block of a results page that --page rewrites: <!-- converge:status -->, curves, or plot <png beside the page>, up to
+# its end, <!-- /converge:<name> -->
+PAGE_BLOCK = re.compile(r"(<!-- converge:(status|curves|plot)(?: (\S+))? -->\n)(.*?)(<!-- /converge:\2 -->)", re.S)
 # epochs a run is assumed to take until one in the workspace has stopped early: the 2 x 2 converged in 18 to 23
 # (docs/results/2026-11-26-converged-2x2-cpu.md)
 ASSUMED_EPOCHS = 21
@@ -153,6 +157,38 @@ def recipe_difference(params: Params, recipe: Params, model: str, seed: int) -> 
             return part, sorted(key for key in {**here[part], **there[part]}
                                 if here[part].get(key) != there[part].get(key)) if both else []
     return None
+
+
+def refresh_page(params: Params, page: Path, jobs: int, root: Path = Path("."), exported: Path | None = None,
+                 here: Params | None = None, recipe: Params | None = None) -> list[str]:
+    """Rewrite each block PAGE_BLOCK marks in a results page of runs still training with what --status, --curves and
+    --plot give now (the plot drawn beside the page, the block its families' flip); returns the blocks' names. The
+    rest of the page, the prose about the runs, stays as written. params, exported, here: as for curves_table; the
+    status reads this workspace's runs (here, or params without an export) and counts the export's (recipe) done."""
+    refreshed = []
+
+    def rewritten(block: re.Match) -> str:
+        name, png = block[2], block[3]
+        if name == "status":
+            runs = progress(here or params, root, exported=exported, exported_params=recipe)
+            body = f"```\n{status_table(runs, jobs)}\n```"
+        elif name == "curves":
+            body = curves_table(params, root, exported, here)
+        elif png:
+            body = plot_curves(params, page.parent / png, root, exported, here)
+        else:
+            raise ConfigError(f"--page {page}: <!-- converge:plot --> names no picture; write <!-- converge:plot "
+                              "<file>.png --> (a path beside the page)")
+        refreshed.append(name)
+        return f"{block[1]}{body}\n{block[5]}"
+
+    text = PAGE_BLOCK.sub(rewritten, page.read_text())
+    if not refreshed:
+        raise ConfigError(f"--page {page}: no block to refresh; mark one with <!-- converge:status -->, <!-- "
+                          "converge:curves --> or <!-- converge:plot <file>.png --> on a line of its own and end it "
+                          "with <!-- /converge:<name> -->")
+    write_text(page, text)
+    return refreshed
 
 
 def curve_rows(paths: RunPaths) -> list[dict] | None:
@@ -449,12 +485,13 @@ def converge(params: Params, jobs: int | None = None, first: list[str] = (), sta
              curves: bool = False, export: Path | None = None, plot: Path | None = None, threads: int | None = None,
              exported: Path | None = None, table: bool = False, compared: Path | None = None,
              baseline: str | None = None, recipe: Params | None = None, here: Params | None = None,
-             out=None) -> int:
+             page: Path | None = None, out=None) -> int:
     """first: models to start before the others, in this order. jobs, threads: launch.jobs and
     launch.threads_per_job for this call. curves: only print every run's val BLEU so far.
     export: only copy the evaluated runs' small outputs there. plot: only draw every run's val BLEU against
     training FLOPs so far there. table: only print the evaluated runs' scores. compared: only compare the finished
-    models there, against baseline (default compare.baseline). exported: curves, plot, table and compared read the
+    models there, against baseline (default compare.baseline). page: only rewrite that results page's marked blocks
+    (refresh_page). exported: curves, plot, table, compared and page read the
     runs an export copied there (curves and plot joined with the runs of this workspace, whose params are here, that
     it lacks); otherwise its finished runs, trained with recipe (its params.yaml), count as done and are not trained
     here (progress)."""
@@ -463,6 +500,11 @@ def converge(params: Params, jobs: int | None = None, first: list[str] = (), sta
         raise ConfigError(f"--from {exported}: no such folder; give the folder nmtbench converge --export wrote")
     if curves:
         print(curves_table(params, exported=exported, here=here), file=out)
+        return 0
+    if page is not None:
+        cfg = params.launch.model_copy(update={"jobs": jobs} if jobs else {})
+        blocks = refresh_page(params, Path(page), cfg.jobs, exported=exported, here=here, recipe=recipe)
+        print(f"nmtbench converge: refreshed {page}: {', '.join(blocks)}", file=out)
         return 0
     if table:
         print(finished_table(params, exported=exported), file=out)
