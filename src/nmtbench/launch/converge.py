@@ -23,7 +23,7 @@ from nmtbench.data.tokenizer import vocab_id
 from nmtbench.evaluation.compute import ranking_flip, swap_text
 from nmtbench.files import lock_owner, write_bytes, write_text
 from nmtbench.launch.scheduler import FOLDER, alive
-from nmtbench.loading import run_description
+from nmtbench.loading import read_vocab, run_description
 from nmtbench.runs import RAISABLE, RESULTS, RunPaths
 from nmtbench.tables import Table, dash
 from nmtbench.training.curves import best_validation
@@ -133,7 +133,7 @@ def same_subwords(metrics: dict, tokenized_dir: Path, model: str, seed: int, exp
     record = tokenized_dir / "vocab.json"
     if "vocab" not in metrics or not record.is_file():
         return
-    here = vocab_id(json.loads(record.read_text()))
+    here = vocab_id(read_vocab(tokenized_dir))
     if metrics["vocab"] != here:
         raise ConfigError(f"--from {exported}: {model} seed {seed} was trained on other subwords (vocab "
                           f"{metrics['vocab'][:12]} there, {here[:12]} in {record}); train it here (leave --from "
