@@ -452,6 +452,8 @@ def test_a_results_page_has_its_marked_blocks_rewritten_and_its_prose_kept(tmp_p
     page.write_text("<!-- converge:plot -->\n<!-- /converge:plot -->\n")
     with pytest.raises(ConfigError, match=r"names no picture"):
         refresh_page(params, page, 2, tmp_path, export, params, params)
+    with pytest.raises(ConfigError, match=r"^--page .*absent.md: no such file"):
+        refresh_page(params, tmp_path / "absent.md", 2, tmp_path, export, params, params)
 
 
 def test_make_converge_from_an_export_trains_only_what_it_lacks(tmp_path, monkeypatch, capsys):

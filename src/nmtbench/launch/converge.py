@@ -165,6 +165,9 @@ def refresh_page(params: Params, page: Path, jobs: int, root: Path = Path("."), 
     --plot give now (the plot drawn beside the page, the block its families' flip); returns the blocks' names. The
     rest of the page, the prose about the runs, stays as written. params, exported, here: as for curves_table; the
     status reads this workspace's runs (here, or params without an export) and counts the export's (recipe) done."""
+    if not page.is_file():
+        raise ConfigError(f"--page {page}: no such file; give a Markdown page whose blocks are marked "
+                          "(docs/training.md)")
     refreshed = []
 
     def rewritten(block: re.Match) -> str:
