@@ -20,9 +20,9 @@ smoke: $(VENV)/.installed ## the whole pipeline on tiny settings in runs/smoke, 
 
 # the converged grid's committed runs (nmtbench converge --export): the README's quality-against-compute picture
 CONVERGED ?= docs/results/converged-grid-cpu
-headline: $(VENV)/.installed ## redraw the README's picture (val BLEU against training FLOPs) and print its table, from the committed converged runs
+headline: $(VENV)/.installed ## redraw the README's picture (val BLEU against training FLOPs) and rewrite its table, from the committed converged runs
 	nmtbench converge --from $(CONVERGED) --plot $(CONVERGED)/flops.png
-	nmtbench converge --from $(CONVERGED) --table
+	nmtbench converge --from $(CONVERGED) --page README.md
 
 notebook: $(VENV)/.installed ## the lecture companion in JupyterLab, on runs/smoke or NMTBENCH_WORKSPACE (docs/notebook.md)
 	@$(BIN)/python -c 'import jupyterlab, ipywidgets' 2>/dev/null \

@@ -240,6 +240,11 @@ def test_the_finished_runs_table_ranks_them_and_reads_an_old_runs_best_checkpoin
         "| 80.0 |"]
     by_loss = params.model_copy(update={"train": params.train.model_copy(update={"early_stopping_metric": "loss"})})
     assert "| old | 1,000 | 3 (1) | 5 | 5.00e+09 |" in finished_table(by_loss, tmp_path)  # equal losses: the first
+    readme = tmp_path / "README.md"  # make headline: --page rewrites the README's marked table in place
+    readme.write_text("# Answer\n\n<!-- converge:table -->\n| stale |\n<!-- /converge:table -->\n\nMore.\n")
+    assert refresh_page(params, readme, 2, tmp_path) == ["table"]
+    assert readme.read_text() == (f"# Answer\n\n<!-- converge:table -->\n{finished_table(params, tmp_path)}\n"
+                                  "<!-- /converge:table -->\n\nMore.\n")
 
 
 def test_an_export_carries_the_workspaces_params_and_from_reads_the_table_with_them(tmp_path, monkeypatch, capsys):

@@ -170,7 +170,7 @@ def test_readmes_converged_table_is_what_make_headline_reads_from_the_committed_
     converged = ROOT / "docs/results/converged-grid-cpu"
     table = finished_table(load_params(converged / "params.yaml"), exported=converged)
     assert table in (ROOT / "README.md").read_text(encoding="utf-8"), (
-        "README.md's converged table differs from the committed runs: paste what make headline prints")
+        "README.md's converged table differs from the committed runs: run make headline, which rewrites it")
 
 
 def test_readme_is_a_front_page():

@@ -28,9 +28,10 @@ from nmtbench.runs import RAISABLE, RESULTS, RunPaths
 from nmtbench.tables import Table, dash
 from nmtbench.training.curves import best_validation
 
-# a block of a results page that --page rewrites: <!-- converge:status -->, curves, or plot <png beside the page>, up to
-# its end, <!-- /converge:<name> -->
-PAGE_BLOCK = re.compile(r"(<!-- converge:(status|curves|plot)(?: (\S+))? -->\n)(.*?)(<!-- /converge:\2 -->)", re.S)
+# a block of a results page that --page rewrites: <!-- converge:status -->, curves, table, or plot <png beside the
+# page>, up to its end, <!-- /converge:<name> -->
+PAGE_BLOCK = re.compile(r"(<!-- converge:(status|curves|table|plot)(?: (\S+))? -->\n)(.*?)(<!-- /converge:\2 -->)",
+                        re.S)
 # epochs a run is assumed to take until one in the workspace has stopped early: the 2 x 2 converged in 18 to 23
 # (docs/results/2026-11-26-converged-2x2-cpu.md)
 ASSUMED_EPOCHS = 21
@@ -161,10 +162,11 @@ def recipe_difference(params: Params, recipe: Params, model: str, seed: int) -> 
 
 def refresh_page(params: Params, page: Path, jobs: int, root: Path = Path("."), exported: Path | None = None,
                  here: Params | None = None, recipe: Params | None = None) -> list[str]:
-    """Rewrite each block PAGE_BLOCK marks in a results page of runs still training with what --status, --curves and
-    --plot give now (the plot drawn beside the page, the block its families' flip); returns the blocks' names. The
-    rest of the page, the prose about the runs, stays as written. params, exported, here: as for curves_table; the
-    status reads this workspace's runs (here, or params without an export) and counts the export's (recipe) done."""
+    """Rewrite each block PAGE_BLOCK marks in a results page of runs still training, or the README's headline, with
+    what --status, --curves, --table and --plot give now (the plot drawn beside the page, the block its families'
+    flip); returns the blocks' names. The rest of the page, the prose about the runs, stays as written. params,
+    exported, here: as for curves_table; the status reads this workspace's runs (here, or params without an export)
+    and counts the export's (recipe) done."""
     if not page.is_file():
         raise ConfigError(f"--page {page}: no such file; give a Markdown page whose blocks are marked "
                           "(docs/training.md)")
@@ -177,6 +179,8 @@ def refresh_page(params: Params, page: Path, jobs: int, root: Path = Path("."), 
             body = f"```\n{status_table(runs, jobs)}\n```"
         elif name == "curves":
             body = curves_table(params, root, exported, here)
+        elif name == "table":
+            body = finished_table(params, root, exported)
         elif png:
             body = plot_curves(params, page.parent / png, root, exported, here)
         else:
@@ -188,8 +192,8 @@ def refresh_page(params: Params, page: Path, jobs: int, root: Path = Path("."), 
     text = PAGE_BLOCK.sub(rewritten, page.read_text())
     if not refreshed:
         raise ConfigError(f"--page {page}: no block to refresh; mark one with <!-- converge:status -->, <!-- "
-                          "converge:curves --> or <!-- converge:plot <file>.png --> on a line of its own and end it "
-                          "with <!-- /converge:<name> -->")
+                          "converge:curves -->, <!-- converge:table --> or <!-- converge:plot <file>.png --> on a "
+                          "line of its own and end it with <!-- /converge:<name> -->")
     write_text(page, text)
     return refreshed
 
