@@ -36,6 +36,7 @@ from nmtbench.launch.converge import (
     seconds_left,
     stage_order,
     status_table,
+    wall_seconds,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,7 +83,8 @@ def test_what_is_left_is_read_from_the_runs_files_and_timed_from_the_epochs_meas
     assert expected == 10 and left == {("half", 1): 1500.0, ("kin", 1): 2000.0}
     table = status_table(runs, jobs=2).splitlines()
     assert table[2].split() == ["half", "1", "interrupted", "2.5", "12.25", "200", "0.4", "h", "-"]
-    assert table[-2] == ("1 evaluated, 1 trained, 0 in progress, 1 interrupted, 1 not started; about 0.5 h of "
+    # at 2 at once the two runs overlap: the longer one's 2,000 s
+    assert table[-2] == ("1 evaluated, 1 trained, 0 in progress, 1 interrupted, 1 not started; about 0.6 h of "
                          "training left at 2 at once (10 epochs a run, from the runs here that stopped early)")
     assert table[-1].startswith("reached max_epochs before early stopping (not converged): ceiling; raise "
                                 "models.<model>.train.max_epochs")
@@ -90,6 +92,15 @@ def test_what_is_left_is_read_from_the_runs_files_and_timed_from_the_epochs_meas
     assert status_table(progress(params, tmp_path), jobs=2).splitlines()[-1] == (
         "reached budget before early stopping (not converged): kin; raise models.<model>.train.budget.value in "
         "params.yaml and run again to continue them")
+
+
+def test_the_time_left_at_n_at_once_is_never_less_than_the_longest_run():
+    assert wall_seconds([3600.0], jobs=2) == 3600.0  # one run left: a second slot does not halve it
+    assert wall_seconds([100.0, 100.0, 100.0, 100.0], jobs=2) == 200.0
+    # longest first on the first free slot: 50 | 40, then 30 joins 40, 20 joins 50
+    assert wall_seconds([20.0, 30.0, 40.0, 50.0], jobs=2) == 70.0
+    assert wall_seconds([20.0, 30.0], jobs=1) == 50.0
+    assert wall_seconds([], jobs=2) == 0.0
 
 
 def test_before_any_run_stops_early_an_assumed_epoch_count_is_said_and_unmeasured_runs_are_not_guessed(tmp_path):

@@ -6,6 +6,7 @@ trained, so its translations land before the next model starts."""
 from __future__ import annotations
 
 import csv
+import heapq
 import json
 import re
 import shutil
@@ -245,6 +246,15 @@ def seconds_left(runs: list[RunProgress]) -> tuple[dict[tuple[str, int], float |
     return left, expected
 
 
+def wall_seconds(seconds: list[float], jobs: int) -> float:
+    """How long runs of these lengths take at `jobs` at once, the longest started first, each on the first free
+    slot: never less than the longest run, so one run left takes its own time however many slots wait."""
+    slots = [0.0] * max(jobs, 1)
+    for length in sorted(seconds, reverse=True):
+        heapq.heapreplace(slots, slots[0] + length)
+    return max(slots)
+
+
 def status_table(runs: list[RunProgress], jobs: int) -> str:
     """What is left, a line per run, and the hours it should take at `jobs` at once."""
     left, expected = seconds_left(runs)
@@ -266,7 +276,7 @@ def status_table(runs: list[RunProgress], jobs: int) -> str:
         del counts["exported"]  # said only where --from names an export
     known = [seconds for seconds in left.values() if seconds is not None]
     unknown = len(left) - len(known)
-    estimate = (f"about {sum(known) / 3600 / jobs:.1f} h of training left at {jobs} at once"
+    estimate = (f"about {wall_seconds(known, jobs) / 3600:.1f} h of training left at {jobs} at once"
                 + (f", {unknown} run(s) not yet estimable" if unknown else "")) if left else "no training left"
     basis = "" if not left else (f" ({expected} epochs a run, from the runs here that stopped early"
                                  if any(run.stopped_early for run in runs)
