@@ -319,10 +319,42 @@ def test_the_verdict_gives_each_contrast_with_its_interval(root):
     assert row["difference"] == round(expected, 2) and row["significant"] is True and row["ci"][1] < 0
     assert row["text"] == (f"rnn is worse than transformer: {row['difference']:+.2f} BLEU, "
                            f"95% CI [{row['ci'][0]:.2f}, {row['ci'][1]:.2f}]")
-    table = (root / "results/comparison.md").read_text().split("\n## Produced by")[0]
+    table = (root / "results/comparison.md").read_text().split("## Verdict\n\n")[1].split("\n\n## ")[0]
     assert table.rstrip().endswith(f"- best attention RNN vs best Transformer: {row['text']}.\n"
                                    "- Differences are means over 2 seeds and the test sets test_2016_flickr; "
                                    "the interval resamples both; significant where it excludes 0.")
+
+
+def test_the_main_contrast_is_read_again_within_each_source_length_bucket(root):
+    blocks = {"transformer": {"family": "transformer"}, "rnn": {"family": "rnn", "attention": "dot"}}
+    result = compare(["transformer", "rnn"], [1, 2], CFG, {SPLIT: {"src": SOURCES, "tgt": REFERENCES}}, root, blocks)
+    found = result["by_length"]
+    assert (found["model"], found["other"]) == ("rnn", "transformer")
+    # 3, 6, 9, 3 and 10 words at the bounds 4 and 8: sentences 0 and 3, then 1, then 2 and 4
+    chosen = {"1-4": [0, 3], "5-8": [1], "9+": [2, 4]}
+    assert [(row["bucket"], row["sentences"]) for row in found["buckets"]] == [
+        (label, {SPLIT: len(rows)}) for label, rows in chosen.items()]
+    for row in found["buckets"]:
+        rows = chosen[row["bucket"]]
+
+        def within(texts, rows=rows):
+            return [texts[i] for i in rows]
+        expected = statistics.mean(bleu(within(OUTPUTS["rnn", seed]), within(REFERENCES))
+                                   - bleu(within(OUTPUTS["transformer", seed]), within(REFERENCES)) for seed in (1, 2))
+        assert row["difference"] == round(expected, 2) and row["ci"][0] <= row["difference"] <= row["ci"][1]
+    table = (root / "results/comparison.md").read_text().split("## The main contrast by source length\n\n")[1]
+    first = found["buckets"][0]
+    assert table.splitlines()[:3] == [
+        "| Source words | Sentences | rnn - transformer | 95% CI | Significant |", "|:---|---:|---:|---:|:---|",
+        f"| 1-4 | 2 | {first['difference']:+.2f} | [{first['ci'][0]:.2f}, {first['ci'][1]:.2f}] | "
+        f"{'yes' if first['significant'] else 'no'} |"]
+
+
+def test_without_the_main_contrast_nothing_is_read_by_length(root):
+    blocks = {"transformer": {"family": "transformer"}, "rnn": {"family": "rnn"}}  # no attention RNN
+    result = compare(["transformer", "rnn"], [1], CFG, {SPLIT: {"src": SOURCES, "tgt": REFERENCES}}, root, blocks)
+    assert result["by_length"] is None
+    assert "by source length\n\n| Source words" not in (root / "results/comparison.md").read_text()
 
 
 def test_the_contrasts_pick_the_best_on_validation():

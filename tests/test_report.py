@@ -218,6 +218,10 @@ def test_report_gives_the_verdict_first_and_the_tuning(outputs):
     comparison["verdict"] = [{"question": "best attention RNN vs best Transformer", "model": "lstm",
                               "other": "transformer", "difference": -4.6, "ci": [-6.1, -3.2], "significant": True,
                               "text": "lstm is worse than transformer: -4.60 BLEU, 95% CI [-6.10, -3.20]"}]
+    comparison["by_length"] = {"question": "best attention RNN vs best Transformer", "model": "lstm",
+                               "other": "transformer", "buckets": [
+                                   {"bucket": "21+", "sentences": {"test_2016_flickr": 37, "test_2017_flickr": 28},
+                                    "difference": -1.5, "ci": [-4.25, 1.0], "significant": False}]}
     comparison["tuning"] = {
         "models": {"lstm": {"family": "rnn", "trials": 8, "default_val_bleu": 20.5, "tuned_val_bleu": 22.25,
                             "params": {"train": {"lr": 0.0021}, "model": {"dropout": 0.3}}}},
@@ -231,6 +235,10 @@ def test_report_gives_the_verdict_first_and_the_tuning(outputs):
                          "transformer: -4.60 BLEU, 95% CI [-6.10, -3.20].</li><li>Differences are means over 1 seed "
                          "and the test sets test_2016_flickr, test_2017_flickr;")
     assert text.index('id="frontier"') < verdict < text.index("<h2>Comparison</h2>")
+    by_length = text.index("<h3>The main contrast by source length</h3>")
+    assert verdict < by_length < text.index("<h2>Comparison</h2>")
+    assert ('<tr><td>21+</td><td class="number">37, 28</td><td class="number">-1.50</td>'
+            '<td class="number">[-4.25, 1.00]</td><td>no</td></tr>') in text
     assert ('<tr><td>lstm</td><td>rnn</td><td class="number">8</td><td class="number">20.5</td>'
             '<td class="number">22.25</td><td>lr 0.0021, dropout 0.3</td></tr>' in text)
     assert "<li>Families ranked by val BLEU untuned: rnn; tuned: rnn (unchanged).</li>" in text

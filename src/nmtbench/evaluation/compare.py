@@ -30,7 +30,7 @@ from nmtbench.evaluation.published import beside_published
 from nmtbench.evaluation.rendering import markdown
 from nmtbench.evaluation.scoring import PUBLISHED, SCORES, bleu, score
 from nmtbench.evaluation.significance import SIGNIFICANCE_LEVEL, paired_bootstrap
-from nmtbench.evaluation.verdict import findings, verdict
+from nmtbench.evaluation.verdict import by_length, findings, verdict
 from nmtbench.files import write_json, write_text
 from nmtbench.provenance import stamp
 from nmtbench.runs import RESULTS, RunPaths, tuned_file
@@ -79,6 +79,10 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
         references = {split: list(test_sets[split]["tgt"]) for split in grid.splits}
         comparison["verdict"] = verdict(models, blocks, seeds, baseline, translations, references, cfg)
         comparison["findings"] = findings(blocks, comparison["verdict"], seeds, translations, references, cfg)
+        buckets = {split: [bucket_of(len(source.split()), cfg.length_buckets) for source in test_sets[split]["src"]]
+                   for split in grid.splits}
+        comparison["by_length"] = by_length(comparison["verdict"], seeds, translations, references, buckets,
+                                            comparison["length_buckets"], cfg)
     if cfg.published:
         comparison["published"] = beside_published(models, cfg.published)
     comparison["provenance"] = {"compare": stamp(started), **grid.stamps}

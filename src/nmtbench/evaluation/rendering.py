@@ -42,6 +42,9 @@ def markdown(comparison: dict) -> str:
                   "ours: BLEU lc tok of the same test set (docs/evaluation.md)."]
     if comparison.get("verdict") is not None:
         lines += ["", "## Verdict", "", *(f"- {line}" for line in verdict_lines(comparison))]
+    if comparison.get("by_length"):
+        lines += ["", "## The main contrast by source length", "", by_length_table(comparison).markdown(), "",
+                  f"- {by_length_note(comparison)}"]
     if comparison.get("across_compute"):
         lines += ["", "## Validation BLEU across compute", "", compute_table(comparison).markdown(), "",
                   f"- {compute_note(comparison)}"]
@@ -132,6 +135,25 @@ def length_table(comparison: dict, split: str) -> Table:
     rows = [[name, *(_cell(row[split]["length_buckets"][label]["bleu"]) for label in buckets)]
             for name, row in models.items()]
     return Table(["Model", *(f"{label} ({sizes[label]})" for label in buckets)], rows, "l" + "r" * len(buckets))
+
+
+def by_length_table(comparison: dict) -> Table:
+    """The main contrast within each source-length bucket: its sentences per test set, difference and interval."""
+    found = comparison["by_length"]
+    rows = [[row["bucket"], ", ".join(f"{count:,}" for count in row["sentences"].values()),
+             f"{row['difference']:+.2f}", f"[{row['ci'][0]:.2f}, {row['ci'][1]:.2f}]",
+             "yes" if row["significant"] else "no"]
+            for row in found["buckets"]]
+    return Table(["Source words", "Sentences", f"{found['model']} - {found['other']}", "95% CI", "Significant"], rows,
+                 "lrrrl")
+
+
+def by_length_note(comparison: dict) -> str:
+    found = comparison["by_length"]
+    return (f"{found['question']} ({found['model']} against {found['other']}, both chosen on val) on the sentences of "
+            f"each source-length bucket alone, pooled over {', '.join(comparison['splits'])} (sentences: on each, "
+            f"in that order) as the verdict pools them; the interval resamples seeds and the bucket's sentences. A "
+            "Transformer lead that grows with the length is what its constant path between any two words predicts.")
 
 
 def signatures(comparison: dict) -> list[str]:

@@ -153,6 +153,9 @@ def _verdict_section(page: Page, comparison: dict) -> None:
     if comparison.get("verdict") is not None:
         page.heading("Verdict")
         page.add(_list(rendering.verdict_lines(comparison)))
+    if comparison.get("by_length"):
+        page.add(f"<h3>The main contrast by source length</h3>{rendering.by_length_table(comparison).html()}"
+                 f"<p>{_inline(rendering.by_length_note(comparison))}</p>")
 
 
 def _tuning_section(page: Page, comparison: dict) -> None:

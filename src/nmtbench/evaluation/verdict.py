@@ -23,6 +23,7 @@ from nmtbench.models.registry import FAMILIES
 # the words of every verdict: the published findings' here, the textbook claims' (analysis.claims)
 HOLDS, CAVEAT, FAILS = "holds", "holds with a caveat", "does not hold here"
 SIDES = ("encoder", "decoder")
+MAIN = "best attention RNN vs best Transformer"  # the grid's question, also read by source length (by_length)
 FINDINGS = {
     "domhan": "Domhan (ACL 2018), How Much Attention Do You Need?: self-attention matters more in the encoder than "
               "in the decoder, where a recurrent one does about as well",
@@ -54,7 +55,7 @@ def contrasts(models: dict, blocks: dict[str, dict], baseline: str) -> list[tupl
     reference = baseline if baseline in transformers else (transformers[0] if transformers else None)
     convolutions = [name for name in models if mechanism(blocks[name]) == "convolution"]
     found = [("attention vs none within the RNNs", attention, plain),
-             ("best attention RNN vs best Transformer", attention, best(transformers)),
+             (MAIN, attention, best(transformers)),
              *((f"{name} vs the baseline Transformer", name, reference)
                for name in transformers + convolutions if name != reference),
              *((f"bidirectionality ({key}): {a} vs {b}", a, b) for key in BOTH_WAYS
@@ -109,6 +110,31 @@ def difference(a: str, b: str, seeds: list[int], translations: dict, references:
     """BLEU(a) - BLEU(b), paired by seed, with its interval (significance.bleu_difference)."""
     runs = [[{split: translations[split][name, seed] for split in references} for seed in seeds] for name in (a, b)]
     return bleu_difference(*runs, references, cfg.bootstrap_resamples, cfg.bootstrap_seed)
+
+
+def by_length(rows: list[dict], seeds: list[int], translations: dict, references: dict[str, list[str]],
+              buckets: dict[str, list[int]], labels: list[str], cfg: CompareConfig) -> dict | None:
+    """The main contrast (MAIN) within each source-length bucket, each with its interval: whether the
+    Transformer's lead grows with the sentence, as its constant path between any two words predicts (the
+    attention RNN's path through the decoder's state grows with the distance). buckets[split][i] is sentence i's
+    bucket, an index into labels; a bucket empty on a test set is scored on the others. None without the
+    contrast."""
+    main = next((row for row in rows if row["question"] == MAIN), None)
+    if main is None:
+        return None
+    found = []
+    for index, label in enumerate(labels):
+        picked = {split: [i for i, bucket in enumerate(buckets[split]) if bucket == index] for split in references}
+        picked = {split: chosen for split, chosen in picked.items() if chosen}
+        if not picked:
+            continue
+        within = {split: {run: [text[i] for i in chosen] for run, text in translations[split].items()}
+                  for split, chosen in picked.items()}
+        result = difference(main["model"], main["other"], seeds, within,
+                            {split: [references[split][i] for i in chosen] for split, chosen in picked.items()}, cfg)
+        found.append({"bucket": label, "sentences": {split: len(chosen) for split, chosen in picked.items()},
+                      **result})
+    return {"question": MAIN, "model": main["model"], "other": main["other"], "buckets": found}
 
 
 def direction(result: dict) -> int:
