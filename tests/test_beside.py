@@ -31,6 +31,16 @@ CONVERGED = {"splits": ["t17", "t16"],
              "findings": [{"finding": DOMHAN, "verdict": "does not hold here"}]}
 
 
+def by_length(model, other, *buckets):
+    return {"question": "best", "model": model, "other": other,
+            "buckets": [{"bucket": label, "sentences": {"t16": 10}, "difference": difference, "ci": ci}
+                        for label, difference, ci in buckets]}
+
+
+EQUAL["by_length"] = by_length("a", "c", ("1-8", 10.0, [9.0, 11.0]), ("9+", 12.0, [10.0, 14.0]))
+CONVERGED["by_length"] = by_length("b", "c", ("1-8", -1.0, [-2.0, -0.5]), ("9+", 0.5, [-1.0, 2.0]))
+
+
 @pytest.fixture
 def specs(tmp_path):
     for name, comparison in (("equal", EQUAL), ("converged", CONVERGED)):
@@ -64,6 +74,18 @@ def test_each_question_says_how_its_answer_moved(specs):
         "| d vs a | - | d vs a: worse, -25.00 [-26.00, -24.00] | only under converged |"]
     assert section(markdown(specs), "The published findings under each")[2:] == [
         "| Domhan (ACL 2018), How Much Attention Do You Need? | does not hold here | does not hold here | same |"]
+
+
+def test_the_main_contrast_by_source_length_says_how_each_bucket_moved(specs, tmp_path):
+    assert section(markdown(specs), "The main contrast by source length under each") == [
+        "| source words | equal budget | converged | change |", "|:---|:---|:---|:---|",
+        "| 1-8 | a vs c: better, +10.00 [9.00, 11.00] | b vs c: worse, -1.00 [-2.00, -0.50] "
+        "| reversed (other models) |",
+        "| 9+ | a vs c: better, +12.00 [10.00, 14.00] | b vs c: no significant difference, +0.50 [-1.00, 2.00] "
+        "| no longer significant (other models) |"]
+    (tmp_path / "older.json").write_text(json.dumps({**EQUAL, "by_length": None}))  # written before by_length was
+    older = f"older={tmp_path / 'older.json'}"
+    assert "by source length" not in markdown([older, older])
 
 
 def test_the_pairs_the_second_setting_reverses_largest_turnaround_first(specs):

@@ -1,7 +1,8 @@
 """Two comparisons of one grid side by side: the same models under two settings (the equal budget of `make repro`
 and the grid trained to convergence; two recipes; two machines). Per model its BLEU and place in each; per question
-of the verdict (evaluation/verdict.py) its answer in each and whether it changed; the published findings' verdicts
-in each; and every pair of models whose order the second setting reverses.
+of the verdict (evaluation/verdict.py), and of its main contrast on each source-length bucket, its answer in each
+and whether it changed; the published findings' verdicts in each; and every pair of models whose order the second
+setting reverses.
 
 It reads the two results/comparison.json files and computes nothing again but places and changes: every figure is
 one the compare stage wrote.
@@ -84,13 +85,26 @@ def answer(row: dict | None) -> str:
             f"[{row['ci'][0]:.2f}, {row['ci'][1]:.2f}]")
 
 
+def answers_table(heading: str, labels: list[str], found: list[dict[str, dict]]) -> Table:
+    """Every contrast of either setting, keyed alike in both: its answer under each and what changed."""
+    rows = [[key, answer(found[0].get(key)), answer(found[1].get(key)), change(found[0].get(key), found[1].get(key),
+                                                                                 labels)]
+            for key in dict.fromkeys([*found[0], *found[1]])]
+    return Table([heading, labels[0], labels[1], "change"], rows, "llll")
+
+
 def verdicts_table(labels: list[str], first: dict, second: dict) -> Table:
     """Every question of either verdict: its answer under each setting and what changed."""
-    found = [{row["question"]: row for row in comparison.get("verdict") or []} for comparison in (first, second)]
-    rows = [[question, answer(found[0].get(question)), answer(found[1].get(question)),
-             change(found[0].get(question), found[1].get(question), labels)]
-            for question in dict.fromkeys([*found[0], *found[1]])]
-    return Table(["question", labels[0], labels[1], "change"], rows, "llll")
+    return answers_table("question", labels, [{row["question"]: row for row in comparison.get("verdict") or []}
+                                              for comparison in (first, second)])
+
+
+def by_length_table(labels: list[str], first: dict, second: dict) -> Table:
+    """The main contrast on each source-length bucket (compare's by_length) under each setting, and what changed."""
+    def buckets(comparison: dict) -> dict[str, dict]:
+        found = comparison.get("by_length") or {"buckets": []}
+        return {row["bucket"]: {**row, "model": found["model"], "other": found["other"]} for row in found["buckets"]}
+    return answers_table("source words", labels, [buckets(first), buckets(second)])
 
 
 def findings_table(labels: list[str], first: dict, second: dict) -> Table:
@@ -133,6 +147,11 @@ def markdown(specs: list[str]) -> str:
                   "measured it; significant where the interval excludes 0. Change: same, reversed (significant both "
                   "ways), becomes significant or no longer significant; (other models): the question picked "
                   "different models, as \"best\" is chosen on validation in each."]
+    if first.get("by_length") or second.get("by_length"):
+        lines += ["", "## The main contrast by source length under each", "",
+                  by_length_table(labels, first, second).markdown(), "",
+                  "The best attention RNN against the best Transformer on each source-length bucket's sentences alone, "
+                  "as each compare stage measured it (its by_length)."]
     if first.get("findings") or second.get("findings"):
         lines += ["", "## The published findings under each", "", findings_table(labels, first, second).markdown()]
     reversed_pairs = reversals(labels, first, second, split)
