@@ -76,6 +76,20 @@ def test_each_question_says_how_its_answer_moved(specs):
         "| Domhan (ACL 2018), How Much Attention Do You Need? | does not hold here | does not hold here | same |"]
 
 
+def test_a_question_asked_of_several_pairs_keeps_a_row_for_each(tmp_path):
+    side = "decoder: self-attention vs recurrence, the encoder fixed (recurrence)"
+    first = {**EQUAL, "verdict": [contrast(side, "h", "a", 2.5, [1.5, 3.5]), contrast(side, "h", "b", 2.0, [1.0, 3.0])]}
+    second = {**EQUAL, "verdict": [contrast(side, "h", "b", -0.5, [-1.5, 0.5])]}
+    for name, comparison in (("first", first), ("second", second)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(comparison))
+    rows = section(markdown([f"one={tmp_path / 'first.json'}", f"two={tmp_path / 'second.json'}"]),
+                   "The verdict under each")[2:]
+    assert rows == [
+        f"| {side}: h vs a | h vs a: better, +2.50 [1.50, 3.50] | - | only under one |",
+        f"| {side}: h vs b | h vs b: better, +2.00 [1.00, 3.00] "
+        "| h vs b: no significant difference, -0.50 [-1.50, 0.50] | no longer significant |"]
+
+
 def test_the_main_contrast_by_source_length_says_how_each_bucket_moved(specs, tmp_path):
     assert section(markdown(specs), "The main contrast by source length under each") == [
         "| source words | equal budget | converged | change |", "|:---|:---|:---|:---|",

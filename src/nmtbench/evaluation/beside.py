@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections import Counter
 from pathlib import Path
 
 from nmtbench.config import ConfigError
@@ -94,9 +95,16 @@ def answers_table(heading: str, labels: list[str], found: list[dict[str, dict]])
 
 
 def verdicts_table(labels: list[str], first: dict, second: dict) -> Table:
-    """Every question of either verdict: its answer under each setting and what changed."""
-    return answers_table("question", labels, [{row["question"]: row for row in comparison.get("verdict") or []}
-                                              for comparison in (first, second)])
+    """Every question of either verdict: its answer under each setting and what changed. A question asked of
+    several pairs in either (a per-side contrast, one row per model sharing the fixed half) is one row per pair."""
+    found = [comparison.get("verdict") or [] for comparison in (first, second)]
+    repeated = {question for rows in found for question, count in Counter(row["question"] for row in rows).items()
+                if count > 1}
+
+    def key(row: dict) -> str:
+        question = row["question"]
+        return f"{question}: {row['model']} vs {row['other']}" if question in repeated else question
+    return answers_table("question", labels, [{key(row): row for row in rows} for rows in found])
 
 
 def by_length_table(labels: list[str], first: dict, second: dict) -> Table:
