@@ -23,21 +23,18 @@ from helpers.project import keep_models, pipeline_env, scores
 from nmtbench.cli import main
 from nmtbench.config import ConfigError, parse_params
 from nmtbench.evaluation.scoring import score
-from nmtbench.launch.converge import (
+from nmtbench.launch.converge import compare_finished, converge, export_finished, stage_order
+from nmtbench.launch.converge_report import (
     ASSUMED_EPOCHS,
-    compare_finished,
-    converge,
     curves_table,
-    export_finished,
     finished_table,
     plot_curves,
-    progress,
     refresh_page,
     seconds_left,
-    stage_order,
     status_table,
     wall_seconds,
 )
+from nmtbench.launch.run_state import progress
 
 ROOT = Path(__file__).resolve().parents[1]
 MIRROR = os.environ.get("NMTBENCH_DATA_MIRROR")

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from nmtbench.config import load_params
-from nmtbench.launch.converge import finished_table
+from nmtbench.launch.converge_report import finished_table
 from nmtbench.models.family import with_halves
 from nmtbench.models.hybrid import halves
 from nmtbench.models.registry import build_model
