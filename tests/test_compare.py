@@ -303,6 +303,29 @@ def test_tuning_columns_and_the_ranking_they_change(root):
     assert "- Families ranked by val BLEU untuned: rnn, transformer; tuned: transformer, rnn (changed)." in table
 
 
+def test_the_marks_are_checked_under_holms_correction_over_the_tests_of_a_test_set(root):
+    from nmtbench.evaluation.rendering import holm_notes
+
+    result = run_compare(root, [1, 2])
+    test = result["models"]["transformer"][SPLIT]["bootstrap"]
+    assert test["p_holm"] == test["p_value"] and test["significant_holm"] == test["significant"]  # one test alone
+    assert "p_holm" not in result["models"]["rnn"][SPLIT]["bootstrap"]  # the baseline is not tested
+    assert f"- {SPLIT}: under Holm's correction over its 1 test against the baseline every * stands." in (
+        root / "results/comparison.md").read_text()
+
+    def tested(p_value, p_holm):
+        return {SPLIT: {"bootstrap": {"p_value": p_value, "significant": p_value < 0.05, "p_holm": p_holm,
+                                      "significant_holm": p_holm < 0.05}}}
+    three = {"splits": [SPLIT], "models": {"a": tested(0.001, 0.003), "b": tested(0.02, 0.04), "c": tested(0.03, 0.04),
+                                           "base": {SPLIT: {"bootstrap": {"p_value": None}}}}}
+    assert holm_notes(three) == [
+        f"{SPLIT}: under Holm's correction over its 3 tests against the baseline every * stands."]
+    three["models"]["c"] = tested(0.04, 0.06)
+    assert holm_notes(three) == [f"{SPLIT}: under Holm's correction over its 3 tests against the baseline the * of "
+                                 "c (p 0.04) lapse."]
+    assert holm_notes({"splits": [SPLIT], "models": {"a": {SPLIT: {"bootstrap": {"p_value": 0.01}}}}}) == []  # older
+
+
 def test_untuned_models_have_no_tuning_section(root):
     write_tuned(root, "rnn", "rnn", 0, None, None, {})
     assert run_compare(root, [1, 2])["tuning"] is None

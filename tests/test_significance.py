@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sacrebleu.metrics import BLEU
 
-from nmtbench.evaluation.significance import bleu_difference, paired_bootstrap
+from nmtbench.evaluation.significance import bleu_difference, holm, paired_bootstrap
 
 REFERENCES = ["The cat sat on a mat.", "The dog runs fast.", "A man sings a song.", "Two birds fly over the lake.",
               "A child plays."]
@@ -88,3 +88,12 @@ def test_bleu_difference_of_a_system_with_itself_is_zero_and_not_significant():
     runs = [{"a": SYSTEMS["base"]}]
     assert bleu_difference(runs, runs, {"a": REFERENCES}, resamples=50, seed=1) == {
         "difference": 0.0, "ci": [0.0, 0.0], "significant": False}
+
+
+def test_holm_multiplies_the_ith_smallest_p_by_m_minus_i_plus_1_never_falling_and_capped_at_1():
+    # m = 4, smallest first: 0.01 x 4 = 0.04, 0.03 x 3 = 0.09, 0.04 x 2 = 0.08 would fall below it so stays 0.09,
+    # 0.6 x 1 = 0.6
+    assert holm({"a": 0.04, "b": 0.01, "c": 0.6, "d": 0.03}) == {"b": 0.04, "d": 0.09, "a": 0.09, "c": 0.6}
+    assert holm({"a": 0.5, "b": 0.7}) == {"a": 1.0, "b": 1.0}
+    assert holm({"only": 0.03}) == {"only": 0.03}  # one test: nothing to correct
+    assert holm({}) == {}

@@ -29,7 +29,7 @@ from nmtbench.evaluation.headline import BLEU_METRICS, bleu_metrics
 from nmtbench.evaluation.published import beside_published
 from nmtbench.evaluation.rendering import markdown
 from nmtbench.evaluation.scoring import PUBLISHED, SCORES, bleu, score
-from nmtbench.evaluation.significance import SIGNIFICANCE_LEVEL, paired_bootstrap
+from nmtbench.evaluation.significance import SIGNIFICANCE_LEVEL, holm, paired_bootstrap
 from nmtbench.evaluation.verdict import by_length, findings, verdict
 from nmtbench.files import write_json, write_text
 from nmtbench.provenance import stamp
@@ -184,6 +184,9 @@ def score_split(grid: Grid, split: str, test_set, cfg: CompareConfig, baseline: 
                                                    [i for i, b in enumerate(lengths) if b == bucket], labels)
                                for bucket, label in enumerate(buckets)},
         }
+    tested = {name: row["bootstrap"] for name, row in rows.items() if row["bootstrap"]["p_value"] is not None}
+    for name, p_holm in holm({name: test["p_value"] for name, test in tested.items()}).items():
+        tested[name].update(p_holm=p_holm, significant_holm=tested[name]["significant"] and p_holm < SIGNIFICANCE_LEVEL)
     return SplitScores(rows, examples, outputs, scored, bootstrap_signatures)
 
 

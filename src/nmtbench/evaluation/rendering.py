@@ -119,6 +119,7 @@ def comparison_notes(comparison: dict) -> list[str]:
             + (", averaged over seeds" if several else "") + f": `{bootstrap}`).",
             f"*: BLEU differs from the baseline's ({baseline}) with p < {SIGNIFICANCE_LEVEL}"
             + (" in every seed" if several else "") + ".",
+            *holm_notes(comparison),
             *(["(external): an outside system's translations (compare.external), scored and tested the same way; "
                "it has no size, cost or training of ours to show."]
               if any(row.get("external") for row in comparison["models"].values()) else []),
@@ -126,6 +127,23 @@ def comparison_notes(comparison: dict) -> list[str]:
                "the models write them, so BLEU and BLEU lc coincide and BLEU lc tok is multi-bleu.perl's figure "
                "(signatures `moses-lc-text:`)."]
               if comparison.get("tokenized") else [])]  # absent from comparisons written before it was kept
+
+
+def holm_notes(comparison: dict) -> list[str]:
+    """Which * survive Holm's correction over the tests against the baseline, a test set at a time; nothing for a
+    comparison written before it was computed."""
+    lines = []
+    for split in comparison["splits"]:
+        tests = {name: row[split]["bootstrap"] for name, row in comparison["models"].items()
+                 if row[split]["bootstrap"].get("p_holm") is not None}
+        if not tests:
+            continue
+        lapsed = [f"{name} (p {test['p_value']:g})" for name, test in tests.items()
+                  if test["significant"] and not test["significant_holm"]]
+        tested = f"{len(tests)} test{'s' if len(tests) > 1 else ''}"
+        lines.append(f"{split}: under Holm's correction over its {tested} against the baseline "
+                     + (f"the * of {', '.join(lapsed)} lapse." if lapsed else "every * stands."))
+    return lines
 
 
 def length_table(comparison: dict, split: str) -> Table:

@@ -66,3 +66,14 @@ def bleu_difference(system: list[dict[str, list[str]]], other: list[dict[str, li
              for _ in range(resamples)]
     low, high = (round(float(bound), 2) for bound in np.percentile(draws, [2.5, 97.5]))
     return {"difference": round(observed, 2), "ci": [low, high], "significant": low > 0 or high < 0}
+
+
+def holm(p_values: dict[str, float]) -> dict[str, float]:
+    """Holm's step-down adjustment of p-values tested together (every system against one baseline on one test set):
+    the i-th smallest of m is multiplied by m - i + 1 (i from 1), capped at 1 and never below an adjustment before it,
+    so that an adjusted p below the level bounds the chance of any false mark among the m, not of each."""
+    adjusted, running = {}, 0.0
+    for rank, name in enumerate(sorted(p_values, key=p_values.get)):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[name]))
+        adjusted[name] = round(running, 4)
+    return adjusted
