@@ -61,12 +61,14 @@ def test_the_grid_part_trains_the_models_and_seeds_named(tmp_path):
     stand_in.write_text("#!/bin/sh\necho \"grid: $*\"\n")
     stand_in.chmod(0o755)
     done, out = gpu_check(tmp_path, "grid", GPU_CHECK_SECONDS="100", PYTHON=str(stand_in),
-                          GPU_GRID_MODELS="transformer lstm", GPU_GRID_SEEDS="42 43 44")
+                          GPU_GRID_MODELS="transformer lstm", GPU_GRID_SEEDS="42 43 44",
+                          GPU_GRID_SET="train.early_stopping_patience=6 train.max_epochs=200")
     assert "grid: passed" in (out / "summary.txt").read_text()
     with tarfile.open(out / "grid.tar.gz") as packed:
         said = packed.extractfile("grid/part.log").read().decode()
     assert said.split("--jobs 9 ")[1].splitlines()[0] == (
-        "--models transformer lstm --set seeds=[42,43,44] --set beam_sweep.seed=42")
+        "--models transformer lstm --set seeds=[42,43,44] --set beam_sweep.seed=42 "
+        "--set train.early_stopping_patience=6 --set train.max_epochs=200")
 
 
 def test_a_part_past_its_limit_is_cut_and_what_it_wrote_comes_back(tmp_path):

@@ -11,7 +11,8 @@
 #              read-only, into a folder put on PYTHONPATH), check torch sees the GPU
 #   tests      pytest -m gpu: the GPU lane, each test under its own timeout
 #   grid       every model of params.yaml to early stopping (profiles/gpu_converge.yaml), GPU_GRID_JOBS at once
-#              (GPU_GRID_MODELS: only these; GPU_GRID_SEEDS="42 43 44": each with these seeds)
+#              (GPU_GRID_MODELS: only these; GPU_GRID_SEEDS="42 43 44": each with these seeds;
+#              GPU_GRID_SET="train.early_stopping_patience=6 ...": these params changed, e.g. to check patience)
 #   published  the papers' setting: the published small Transformer and attention GRU on their own recipes, at
 #              once, to their own stopping (profiles/gpu_published.yaml), then beam 5 on both test sets on the GPU
 #   more       the grid part's runs that their time budget stopped before early stopping, on the same machine in a
@@ -216,12 +217,14 @@ part_tests() {
 }
 
 part_grid() {
-  local models=() seeds=()  # default: every model of params.yaml, its seeds
+  local models=() seeds=()  # default: every model of params.yaml, its seeds and its params
   [ -n "${GPU_GRID_MODELS:-}" ] && models=(--models $GPU_GRID_MODELS)
   if [ -n "${GPU_GRID_SEEDS:-}" ]; then  # "42 43 44": each model that many times, the beam sweep on the first
     local list=($GPU_GRID_SEEDS)
     seeds=(--set "seeds=[$(IFS=,; echo "${list[*]}")]" --set "beam_sweep.seed=${list[0]}")
   fi
+  local pair
+  for pair in ${GPU_GRID_SET:-}; do seeds+=(--set "$pair"); done
   "$PY" -m nmtbench timed-grid "$WORK/grid" --profile profiles/gpu.yaml --profile profiles/gpu_converge.yaml \
     "${CPU_PROFILE[@]}" "${EVALUATE_ALLOWANCE[@]}" --tokenized "$TOKENIZED" --seconds "$(($1 - 10))" \
     --jobs "$GRID_JOBS" "${models[@]}" "${seeds[@]}"
