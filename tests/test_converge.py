@@ -194,6 +194,23 @@ def test_every_runs_curve_so_far_is_drawn_against_flops_with_the_families_swap(t
         plot_curves(grid({"kin": TRANSFORMER}), tmp_path / "none.png", tmp_path)
 
 
+def test_the_plot_marks_the_flop_budget_of_the_params_that_have_one(tmp_path, monkeypatch):
+    from nmtbench.launch import converge_report
+
+    drawn = []
+    monkeypatch.setattr(converge_report.figures, "flops_curves",
+                        lambda curves, flip, budget: drawn.append(budget) or b"png")
+    params = grid({"lstm": RNN, "tf": TRANSFORMER})
+    write_run(tmp_path, "lstm", curve=[(5, 1.0, 5.0, 10.0)])
+    plot_curves(params, tmp_path / "a.png", tmp_path)  # params.yaml's equal budget, make repro's
+    converged = params.model_copy(update={"train": params.train.model_copy(update={
+        "budget": params.train.budget.model_copy(update={"kind": "none", "value": None})})})
+    plot_curves(converged, tmp_path / "b.png", tmp_path)  # trained to convergence: no budget to mark
+    plot_curves(converged, tmp_path / "c.png", tmp_path, here=params)  # a checkout drawing converged runs
+    assert drawn == [params.train.budget.value, None, params.train.budget.value]
+    assert params.train.budget.kind == "flops"
+
+
 def test_the_evaluated_runs_small_outputs_are_exported_to_be_committed(tmp_path):
     params = grid({"done": RNN, "half": TRANSFORMER})
     write_run(tmp_path, "done", {"epochs": 2, "train_seconds": 10.0}, curve=[(5, 1.0, 5.0, 10.5)], evaluated=True)

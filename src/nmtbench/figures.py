@@ -104,10 +104,11 @@ def learning_curves(curves: dict[str, list[dict]]) -> bytes:
     return _png(fig)
 
 
-def flops_curves(curves: dict[str, list[dict]], flip: float | None = None) -> bytes:
+def flops_curves(curves: dict[str, list[dict]], flip: float | None = None, budget: float | None = None) -> bytes:
     """Validation BLEU against training FLOPs, every run on one plot: the ranking at every budget up to the run's.
 
-    curves: {label: [{"train_flops", "val_bleu"}, ...]}; flip: the FLOPs at which the ranking flips, a dashed line
+    curves: {label: [{"train_flops", "val_bleu"}, ...]}; flip: the FLOPs at which the ranking flips, a dashed line;
+    budget: a FLOP budget to mark (a dotted line), such as the equal one `make repro` trains every model to
     """
     fig, axes = _pyplot().subplots(figsize=(8, 4))
     styles = run_styles(list(curves))
@@ -116,6 +117,8 @@ def flops_curves(curves: dict[str, list[dict]], flip: float | None = None) -> by
                   **styles[label])
     if flip is not None:
         axes.axvline(flip, color="grey", linestyle="--", linewidth=1, label=f"ranking flips ({flip:.3g})")
+    if budget is not None:
+        axes.axvline(budget, color="black", linestyle=":", linewidth=1, label=f"train.budget ({budget:.3g} FLOPs)")
     _log_x(axes)  # the runs of one budget differ in FLOPs per step by orders of magnitude
     axes.set(xlabel="training FLOPs", ylabel="validation BLEU", title="BLEU against training compute")
     _legend_beside(axes)

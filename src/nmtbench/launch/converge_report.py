@@ -224,9 +224,10 @@ def curves_table(params: Params, root: Path = Path("."), exported: Path | None =
 def plot_curves(params: Params, path: Path, root: Path = Path("."), exported: Path | None = None,
                 here: Params | None = None) -> str:
     """Every run's val BLEU against training FLOPs so far on one plot (finished runs and unfinished ones alike), the
-    FLOPs at which the top two families swap places for good marked (evaluation/compute.py), written to path as
-    PNG; returns the swap's sentence. exported: the runs copied there instead of the workspace's (with here, joined
-    with them: joined_curves)."""
+    FLOPs at which the top two families swap places for good marked (evaluation/compute.py), and the FLOP budget
+    of this workspace's params where it has one (a checkout's: make repro's equal budget), written to path as PNG;
+    returns the swap's sentence. exported: the runs copied there instead of the workspace's (with here, joined with
+    them: joined_curves)."""
     curves, by_family = {}, {}
     joined = joined_curves(params, root, exported, here)
     several_seeds = len({seed for _, seed, _, _ in joined}) > 1
@@ -240,5 +241,6 @@ def plot_curves(params: Params, path: Path, root: Path = Path("."), exported: Pa
     if not curves:
         raise ValueError("nmtbench converge --plot: no run has validated yet; plot once the first epoch has ended")
     flip = ranking_flip(by_family)
-    write_bytes(path, figures.flops_curves(curves, flip["flops"]))
+    budget = (here or params).train.budget  # in a checkout, make repro's equal budget: where the curves are read there
+    write_bytes(path, figures.flops_curves(curves, flip["flops"], budget.value if budget.kind == "flops" else None))
     return swap_text(flip)
