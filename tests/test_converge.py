@@ -169,6 +169,14 @@ def test_a_run_is_expected_to_train_at_least_the_epochs_its_patience_needs_to_st
               evaluated=True)
     write_run(tmp_path, "patient", curve=[(5, 1.0, 30.0, 1.0)])
     assert seconds_left(progress(params, tmp_path)) == ({("patient", 1): (21 - 1) * 30.0}, 12)
+    # its best so far at epoch 8 of 9 (by val BLEU, its early-stopping metric): 20 more validations from there
+    params = grid({"done": RNN, "patient": {**RNN, "train": {"early_stopping_patience": 20,
+                                                              "early_stopping_metric": "bleu"}}})
+    bleu = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 9.0, 8.0]
+    write_run(tmp_path / "later", "patient", curve=[(5 * e, float(e), 30.0 * e, b) for e, b in enumerate(bleu, 1)])
+    (run,) = [run for run in progress(params, tmp_path / "later") if run.model == "patient"]
+    assert run.best_epoch == 8.0
+    assert seconds_left([run]) == ({("patient", 1): (8 + 20 - 9) * 30.0}, 21)
 
 
 def test_every_runs_curve_so_far_is_one_markdown_table(tmp_path):

@@ -77,8 +77,8 @@ def refresh_page(params: Params, page: Path, jobs: int, root: Path = Path("."), 
 def expected_epochs(run: RunProgress, expected: int) -> float:
     """The epochs this run should take: a recipe with an update limit (fairseq's --max-update) trains to it, once
     its updates an epoch are measured; any other, `expected`, but no fewer than its patience lets early stopping end
-    it (a validation an epoch) and at most its max_epochs."""
-    epochs = max(expected, run.patience + 1) if run.patience else expected
+    it (a validation an epoch: its best so far, or the first, plus its patience) and at most its max_epochs."""
+    epochs = max(expected, (run.best_epoch or 1) + run.patience) if run.patience else expected
     return run.epochs_to_update_limit or min(epochs, run.max_epochs or epochs)
 
 

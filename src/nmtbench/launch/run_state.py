@@ -16,6 +16,7 @@ from nmtbench.files import lock_owner
 from nmtbench.launch.scheduler import FOLDER, alive
 from nmtbench.loading import read_vocab, run_description
 from nmtbench.runs import RunPaths
+from nmtbench.training.curves import best_validation
 
 
 @dataclass
@@ -33,6 +34,7 @@ class RunProgress:
     max_epochs: int | None = None  # its recipe's limits (train.max_epochs, train.max_steps; None: unlimited)
     max_steps: int | None = None
     patience: int = 0  # train.early_stopping_patience: the validations without a better one that stop it
+    best_epoch: float | None = None  # an unfinished run's best validation so far by its early-stopping metric
 
     @property
     def seconds_per_epoch(self) -> float | None:
@@ -82,6 +84,7 @@ def progress(params: Params, root: Path = Path("."), exported: Path | None = Non
                     run.steps = int(float(rows[-1]["step"]))
                     bleus = [float(row["val_bleu"]) for row in rows if row["val_bleu"] not in ("", None)]
                     run.best_val_bleu = max(bleus) if bleus else None
+                    run.best_epoch = best_epoch(rows, recipe.early_stopping_metric)
             elsewhere = finished_run(model, seed, root, exported) if exported and run.state == "not started" else None
             if elsewhere:
                 same_recipe(params, exported_params or params, model, seed, exported)
@@ -89,6 +92,14 @@ def progress(params: Params, root: Path = Path("."), exported: Path | None = Non
                 trained(run, "exported", elsewhere[0])
             found.append(run)
     return found
+
+
+def best_epoch(rows: list[dict], metric: str) -> float | None:
+    """The epoch of the validation early stopping counts from so far (training.curves.best_validation); None before
+    the first that measured the metric."""
+    column = {"bleu": "val_bleu", "loss": "val_loss"}[metric]
+    measured = [row for row in rows if row.get(column) not in ("", None)]
+    return float(best_validation(measured, metric)["epoch"]) if measured else None
 
 
 def trained(run: RunProgress, state: str, metrics: dict) -> None:
