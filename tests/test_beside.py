@@ -140,3 +140,56 @@ def test_comparisons_without_a_common_test_split_are_refused(tmp_path):
         (tmp_path / f"{name}.json").write_text(json.dumps({"splits": splits, "models": {}}))
     with pytest.raises(ConfigError, match=r"^the two comparisons share no test split \(t16 against t17\)"):
         markdown([f"one={tmp_path / 'one.json'}", f"two={tmp_path / 'two.json'}"])
+
+
+REFERENCES = [f"a dog number {i} runs across the green field" for i in range(30)]
+JUNK = ["zz"] * 30
+
+
+@pytest.fixture
+def translated(tmp_path):
+    """Each setting's translations: under equal a is perfect, c junk and b a's twin; under converged c is perfect,
+    a junk and b a's twin. So a/c differ under both, a/b under neither."""
+    folders = []
+    for setting, lines in (("equal", {"a": REFERENCES, "b": REFERENCES, "c": JUNK}),
+                           ("converged", {"a": JUNK, "b": JUNK, "c": REFERENCES})):
+        for model, text in lines.items():
+            path = tmp_path / setting / model / "seed42" / "t16.txt"
+            path.parent.mkdir(parents=True)
+            path.write_text("\n".join(text) + "\n")
+        folders.append(tmp_path / setting)
+    return folders
+
+
+def test_each_reversal_is_tested_in_each_setting(specs, translated):
+    tested = {"folders": translated, "references": REFERENCES, "resamples": 50, "seed": 12345}
+    page = markdown(specs, tested)
+    assert section(page, "Pairs whose order converged reverses")[2:] == [
+        "| a | c | +10.00* | -1.00* |",  # the gaps are the comparisons'; the marks the translations' test
+        "| a | b | +2.00 | -2.00 |"]
+    assert ("*: the two differ in that setting (paired bootstrap over the sentences of t16 and the seeds, 50 "
+            "resamples, 95% interval excluding 0). 1 of 2 reversals are significant under both settings;") in page
+    assert "*: the two differ" not in markdown(specs)  # untested without translations
+
+
+def test_the_command_tests_the_reversals_against_the_prepared_references(specs, translated, tmp_path, capsys):
+    from datasets import Dataset, DatasetDict
+
+    DatasetDict({"t16": Dataset.from_dict({"src": REFERENCES, "tgt": REFERENCES})}).save_to_disk(
+        str(tmp_path / "prepared"))
+    assert main(["beside", *specs, "--translations", *map(str, translated), "--references",
+                 str(tmp_path / "prepared"), "--resamples", "50"]) == 0
+    assert "| a | c | +10.00* | -1.00* |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("damage", "message"), [
+    (lambda path: path.unlink(), "{path}: no such translation; point --translations at the folder"),
+    (lambda path: path.write_text("one line\n"), "{path}: 1 lines for the 30 references of t16; these are not"),
+])
+def test_missing_or_foreign_translations_are_refused_in_one_line(specs, translated, damage, message):
+    path = translated[1] / "c" / "seed42" / "t16.txt"
+    damage(path)
+    tested = {"folders": translated, "references": REFERENCES, "resamples": 10, "seed": 1}
+    with pytest.raises(ConfigError) as refused:
+        markdown(specs, tested)
+    assert str(refused.value).startswith(message.format(path=path))

@@ -73,7 +73,15 @@ def _compare(args):
 def _beside(args):
     from nmtbench.evaluation.beside import markdown
 
-    page = markdown(args.comparisons)
+    tested = None
+    if args.translations:
+        from nmtbench.data.prepare import load_prepared
+        from nmtbench.evaluation.beside import common_split, load
+
+        split = common_split(*(load(spec)[1] for spec in args.comparisons))
+        tested = {"folders": args.translations, "references": list(load_prepared(args.references)[split]["tgt"]),
+                  "resamples": args.resamples, "seed": args.bootstrap_seed}
+    page = markdown(args.comparisons, tested)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(page)
@@ -320,6 +328,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a label and a results/comparison.json, e.g. 'converged=runs/converge/results/"
                         "comparison.json'")
     beside.add_argument("--out", type=Path, help="also write the Markdown page there")
+    beside.add_argument("--translations", nargs=2, type=Path, metavar="DIR",
+                        help="each comparison's translations, in the same order (folders of <model>/seed<seed>/"
+                        "<split>.txt: results/, or an export of nmtbench converge): test each reversed pair")
+    beside.add_argument("--references", type=Path, default=Path("data/prepared"),
+                        help="the prepared data whose test references both comparisons scored (default data/prepared)")
+    beside.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples of each test (default 1000)")
+    beside.add_argument("--bootstrap-seed", type=int, default=12345, help="fixes the resamples (default 12345)")
     command("beam-sweep", _beam_sweep, "BLEU and speed of one model over beam sizes and alphas")
     command("analyze", _analyze, "measure the textbook claims about RNNs and Transformers")
     command("report", _report, "results/report.html: the table and every plot on one page")

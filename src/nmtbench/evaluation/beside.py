@@ -5,7 +5,9 @@ and whether it changed; the published findings' verdicts in each; and every pair
 setting reverses.
 
 It reads the two results/comparison.json files and computes nothing again but places and changes: every figure is
-one the compare stage wrote.
+one the compare stage wrote. Given each setting's translations and the test references, it also tests each reversed
+pair in each setting with the compare stage's paired bootstrap (evaluation/significance.py), so that a reversal
+beyond the test set's noise stands apart from a swap of two models level under both.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 from nmtbench.config import ConfigError
+from nmtbench.evaluation.significance import bleu_difference
 from nmtbench.evaluation.verdict import direction
 from nmtbench.tables import Table
 
@@ -126,23 +129,54 @@ def findings_table(labels: list[str], first: dict, second: dict) -> Table:
     return Table(["finding", labels[0], labels[1], "change"], rows, "llll")
 
 
-def reversals(labels: list[str], first: dict, second: dict, split: str) -> Table:
-    """Every pair of models that both settings order strictly, in opposite orders: the first setting's winner
-    first, the largest turnaround (the two gaps added) first."""
+def reversed_pairs(first: dict, second: dict, split: str) -> list[tuple[str, str, float, float]]:
+    """Every pair of models that both settings order strictly, in opposite orders, as (the first setting's winner,
+    the other, its lead there, its deficit in the second), the largest turnaround (the two gaps added) first."""
     found = [places(first, split), places(second, split)]
-    rows = []
+    pairs = []
     for a, b in itertools.combinations([name for name in found[0] if name in found[1]], 2):
         before, after = (side[a][0] - side[b][0] for side in found)
         if before * after < 0:
             winner, loser = (a, b) if before > 0 else (b, a)
-            rows.append((abs(before) + abs(after), [winner, loser, f"{abs(before):+.2f}", f"{-abs(after):+.2f}"]))
-    rows.sort(key=lambda row: -row[0])
-    return Table([f"ahead under {labels[0]}", "behind", f"gap, {labels[0]}", f"gap, {labels[1]}"],
-                 [row for _, row in rows], "llrr")
+            pairs.append((winner, loser, abs(before), -abs(after)))
+    return sorted(pairs, key=lambda pair: pair[3] - pair[2])
 
 
-def markdown(specs: list[str]) -> str:
-    """The page: scores and places, verdicts, findings, reversals, each with what it reads."""
+def translations(folder: Path, comparison: dict, model: str, split: str, references: list[str]) -> list[dict]:
+    """One {split: lines} a seed of the comparison, read from folder/<model>/seed<seed>/<split>.txt (the layout of
+    results/ and of `nmtbench converge --export`), or a one-line error naming the fix."""
+    runs = []
+    for seed in comparison.get("seeds", [42]):
+        path = folder / model / f"seed{seed}" / f"{split}.txt"
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such translation; point --translations at the folder holding "
+                              "<model>/seed<seed>/<split>.txt of that comparison's runs")
+        lines = path.read_text().splitlines()
+        if len(lines) != len(references):
+            raise ConfigError(f"{path}: {len(lines)} lines for the {len(references)} references of {split}; these "
+                              "are not the translations of those references (another data set or an unfinished run)")
+        runs.append({split: lines})
+    return runs
+
+
+def reversals(labels: list[str], first: dict, second: dict, split: str, tested: dict | None = None) -> Table:
+    """The reversed pairs and their gaps; with tested ({"folders": [two Paths], "references": lines, "resamples",
+    "seed"}), each gap marked * where the paired bootstrap finds the pair different in that setting."""
+    headers = [f"ahead under {labels[0]}", "behind", f"gap, {labels[0]}", f"gap, {labels[1]}"]
+    rows = []
+    for winner, loser, before, after in reversed_pairs(first, second, split):
+        gaps = [f"{before:+.2f}", f"{after:+.2f}"]
+        if tested:
+            for i, (folder, comparison) in enumerate(zip(tested["folders"], (first, second))):
+                runs = [translations(folder, comparison, name, split, tested["references"]) for name in (winner, loser)]
+                found = bleu_difference(*runs, {split: tested["references"]}, tested["resamples"], tested["seed"])
+                gaps[i] += "*" if found["significant"] else ""
+        rows.append([winner, loser, *gaps])
+    return Table(headers, rows, "llrr")
+
+
+def markdown(specs: list[str], tested: dict | None = None) -> str:
+    """The page: scores and places, verdicts, findings, reversals, each with what it reads (tested: see reversals)."""
     (first_label, first), (second_label, second) = (load(spec) for spec in specs)
     labels = [first_label, second_label]
     split = common_split(first, second)
@@ -162,7 +196,13 @@ def markdown(specs: list[str]) -> str:
                   "as each compare stage measured it (its by_length)."]
     if first.get("findings") or second.get("findings"):
         lines += ["", "## The published findings under each", "", findings_table(labels, first, second).markdown()]
-    reversed_pairs = reversals(labels, first, second, split)
+    pairs = reversals(labels, first, second, split, tested)
     lines += ["", f"## Pairs whose order {second_label} reverses", ""]
-    lines += [reversed_pairs.markdown() if reversed_pairs.rows else "None: both settings order every pair alike."]
+    lines += [pairs.markdown() if pairs.rows else "None: both settings order every pair alike."]
+    if tested and pairs.rows:
+        both = sum(row[2].endswith("*") and row[3].endswith("*") for row in pairs.rows)
+        lines += ["", f"*: the two differ in that setting (paired bootstrap over the sentences of {split} and the "
+                  f"seeds, {tested['resamples']:,} resamples, 95% interval excluding 0). {both} of {len(pairs.rows)} "
+                  "reversals are significant under both settings; the rest swap models that one setting, or both, "
+                  "cannot tell apart on this test set."]
     return "\n".join(lines) + "\n"
