@@ -177,6 +177,9 @@ def test_a_run_is_expected_to_train_at_least_the_epochs_its_patience_needs_to_st
     (run,) = [run for run in progress(params, tmp_path / "later") if run.model == "patient"]
     assert run.best_epoch == 8.0
     assert seconds_left([run]) == ({("patient", 1): (8 + 20 - 9) * 30.0}, 21)
+    # the status says which bound sets its estimate: not the 21 epochs it assumes of the others
+    assert status_table([run], jobs=1).endswith(
+        "(21 epochs a run assumed until one stops early; at least 28 for patient: best epoch so far plus patience)")
 
 
 def test_every_runs_curve_so_far_is_one_markdown_table(tmp_path):

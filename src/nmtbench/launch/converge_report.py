@@ -140,7 +140,13 @@ def status_table(runs: list[RunProgress], jobs: int) -> str:
                                  if any(run.stopped_early for run in runs)
                                  else f" ({expected} epochs a run assumed until one stops early")
     limited = [run.model for run in runs if not run.training_done and run.epochs_to_update_limit]
-    basis += f"; {', '.join(limited)} to its update limit)" if limited and basis else (")" if basis else "")
+    # a run whose patience outlasts the expected count: its own bound, not `expected`, sets its estimate
+    patient = [f"{expected_epochs(run, expected):g} for {run.model}" for run in runs if not run.training_done
+               and not run.epochs_to_update_limit and expected_epochs(run, expected) > expected]
+    if basis:
+        basis += f"; {', '.join(limited)} to its update limit" if limited else ""
+        basis += f"; at least {', '.join(patient)}: best epoch so far plus patience" if patient else ""
+        basis += ")"
     lines.append(", ".join(f"{count} {state}" for state, count in counts.items()) + f"; {estimate}{basis}")
     for why, key in RAISABLE.items():
         stopped = [run.model for run in runs if run.stopped_by == why]
