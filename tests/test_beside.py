@@ -18,11 +18,11 @@ def contrast(question, model, other, difference, ci):
 
 
 DOMHAN = "Domhan (ACL 2018), How Much Attention Do You Need?: self-attention matters more in the encoder"
-EQUAL = {"splits": ["t16"], "models": scored(a={"t16": 30.0}, b={"t16": 28.0}, c={"t16": 20.0}),
+EQUAL = {"splits": ["t16"], "seeds": [42], "models": scored(a={"t16": 30.0}, b={"t16": 28.0}, c={"t16": 20.0}),
          "verdict": [contrast("a vs b", "a", "b", 2.0, [1.0, 3.0]), contrast("c vs a", "c", "a", -10.0, [-11.0, -9.0]),
                      contrast("best", "a", "c", 10.0, [9.0, 11.0])],
          "findings": [{"finding": DOMHAN, "verdict": "does not hold here"}]}
-CONVERGED = {"splits": ["t17", "t16"],
+CONVERGED = {"splits": ["t17", "t16"], "seeds": [42],
              "models": scored(a={"t16": 35.0}, b={"t16": 37.0}, c={"t16": 36.0}, d={"t16": 10.0}),
              "verdict": [contrast("a vs b", "a", "b", -2.0, [-3.0, -1.0]),
                          contrast("c vs a", "c", "a", 1.0, [-0.5, 2.5]),
@@ -162,7 +162,7 @@ def translated(tmp_path):
 
 
 def test_each_reversal_is_tested_in_each_setting(specs, translated):
-    tested = {"folders": translated, "references": REFERENCES, "resamples": 50, "seed": 12345}
+    tested = {"folders": translated, "references": lambda split: REFERENCES, "resamples": 50, "seed": 12345}
     page = markdown(specs, tested)
     assert section(page, "Pairs whose order converged reverses")[2:] == [
         "| a | c | +10.00* | -1.00* |",  # the gaps are the comparisons'; the marks the translations' test
@@ -189,7 +189,15 @@ def test_the_command_tests_the_reversals_against_the_prepared_references(specs, 
 def test_missing_or_foreign_translations_are_refused_in_one_line(specs, translated, damage, message):
     path = translated[1] / "c" / "seed42" / "t16.txt"
     damage(path)
-    tested = {"folders": translated, "references": REFERENCES, "resamples": 10, "seed": 1}
+    tested = {"folders": translated, "references": lambda split: REFERENCES, "resamples": 10, "seed": 1}
     with pytest.raises(ConfigError) as refused:
         markdown(specs, tested)
     assert str(refused.value).startswith(message.format(path=path))
+
+
+def test_a_comparison_without_its_seeds_cannot_have_its_pairs_tested(tmp_path, translated):
+    for name, comparison in (("equal", EQUAL), ("converged", {**CONVERGED, "seeds": []})):
+        (tmp_path / f"{name}.json").write_text(json.dumps(comparison))
+    tested = {"folders": translated, "references": lambda split: REFERENCES, "resamples": 10, "seed": 1}
+    with pytest.raises(ConfigError, match="^a comparison.json without its seeds: rerun the compare stage"):
+        markdown([f"equal={tmp_path / 'equal.json'}", f"converged={tmp_path / 'converged.json'}"], tested)

@@ -76,11 +76,9 @@ def _beside(args):
     tested = None
     if args.translations:
         from nmtbench.data.prepare import load_prepared
-        from nmtbench.evaluation.beside import common_split, load
 
-        split = common_split(*(load(spec)[1] for spec in args.comparisons))
-        tested = {"folders": args.translations, "references": list(load_prepared(args.references)[split]["tgt"]),
-                  "resamples": args.resamples, "seed": args.bootstrap_seed}
+        tested = {"folders": args.translations, "references": lambda split: list(load_prepared(args.references)[
+            split]["tgt"]), "resamples": args.resamples, "seed": args.bootstrap_seed}
     page = markdown(args.comparisons, tested)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -145,8 +145,10 @@ def reversed_pairs(first: dict, second: dict, split: str) -> list[tuple[str, str
 def translations(folder: Path, comparison: dict, model: str, split: str, references: list[str]) -> list[dict]:
     """One {split: lines} a seed of the comparison, read from folder/<model>/seed<seed>/<split>.txt (the layout of
     results/ and of `nmtbench converge --export`), or a one-line error naming the fix."""
+    if not comparison.get("seeds"):
+        raise ConfigError("a comparison.json without its seeds: rerun the compare stage that wrote it to test pairs")
     runs = []
-    for seed in comparison.get("seeds", [42]):
+    for seed in comparison["seeds"]:
         path = folder / model / f"seed{seed}" / f"{split}.txt"
         if not path.is_file():
             raise ConfigError(f"{path}: no such translation; point --translations at the folder holding "
@@ -160,16 +162,18 @@ def translations(folder: Path, comparison: dict, model: str, split: str, referen
 
 
 def reversals(labels: list[str], first: dict, second: dict, split: str, tested: dict | None = None) -> Table:
-    """The reversed pairs and their gaps; with tested ({"folders": [two Paths], "references": lines, "resamples",
-    "seed"}), each gap marked * where the paired bootstrap finds the pair different in that setting."""
+    """The reversed pairs and their gaps; with tested ({"folders": [two Paths], "references": split -> its reference
+    lines, "resamples", "seed"}), each gap marked * where the paired bootstrap finds the pair different there."""
     headers = [f"ahead under {labels[0]}", "behind", f"gap, {labels[0]}", f"gap, {labels[1]}"]
+    pairs = reversed_pairs(first, second, split)
+    references = tested["references"](split) if tested and pairs else None
     rows = []
-    for winner, loser, before, after in reversed_pairs(first, second, split):
+    for winner, loser, before, after in pairs:
         gaps = [f"{before:+.2f}", f"{after:+.2f}"]
-        if tested:
+        if references:
             for i, (folder, comparison) in enumerate(zip(tested["folders"], (first, second))):
-                runs = [translations(folder, comparison, name, split, tested["references"]) for name in (winner, loser)]
-                found = bleu_difference(*runs, {split: tested["references"]}, tested["resamples"], tested["seed"])
+                runs = [translations(folder, comparison, name, split, references) for name in (winner, loser)]
+                found = bleu_difference(*runs, {split: references}, tested["resamples"], tested["seed"])
                 gaps[i] += "*" if found["significant"] else ""
         rows.append([winner, loser, *gaps])
     return Table(headers, rows, "llrr")
