@@ -193,8 +193,7 @@ def test_the_joeynmt_profile_builds_joeynmts_iwslt14_rnn_on_one_vocabulary_per_s
         "encoder": 2 * 3 * (500 * 620 + 500 * 500 + 2 * 500),  # GRU, 500 a direction, on embeddings of 620
         "decoder": 3 * (1000 * (620 + 1000) + 1000 * 1000 + 2 * 1000),  # input feeding: embedding and a_{t-1}
         "scorer": 1000 * 1000 + 1000 * 1000 + 1000,  # Bahdanau: key and query projections, energy vector
-        "pre_output": 2000 * 1000 + 1000,  # a_t = tanh(W [h_t; c_t]) of 1000
-        "dropout": 0}
+        "pre_output": 2000 * 1000 + 1000}  # a_t = tanh(W [h_t; c_t]) of 1000
     assert model.num_parameters() == 33_154_000
 
 

@@ -200,7 +200,8 @@ def test_bidirectional_encoder_sees_the_future_and_unidirectional_does_not():
      "models.bad.decoder.attention: none leaves a recurrent decoder after a cnn encoder no way to the source"),
     ({"family": "hybrid", "encoder": ENCODERS["transformer"], "decoder": {**DECODERS["rnn"], "bidirectional": True}},
      "models.bad.decoder.bidirectional: not a key of the rnn family's decoder; remove it (it reads cell, layers, "
-     "embed_dim, hidden_dim, attention, attention_rank, input_feeding, attentional_dim, init_hidden)"),
+     "embed_dim, hidden_dim, attention, attention_rank, input_feeding, attentional_dim, init_hidden, "
+     "target_embedding_dropout, layer_dropout, context_dropout, output_dropout)"),
     ({"family": "hybrid", "encoder": {**ENCODERS["transformer"], "decoder_window": 2}, "decoder": DECODERS["cnn"]},
      "models.bad.encoder.decoder_window: not a key of the transformer family's encoder"),
     ({"family": "hybrid", "encoder": {**ENCODERS["rnn"], "dropout": 0.3}, "decoder": DECODERS["cnn"]},

@@ -15,12 +15,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmtbench.blocks import ConfigError
+from nmtbench.blocks import ConfigError, choice
 from nmtbench.models.attention import attend
-from nmtbench.models.dropout import Dropout
+from nmtbench.models.dropout import dropout
 from nmtbench.models.family import Family, register
 from nmtbench.models.interface import DecoderState, smallest
-from nmtbench.models.vocabulary import ModelConfig, Vocab, VocabularySeq2Seq
+from nmtbench.models.vocabulary import TIED_OUTPUT, ModelConfig, Vocab, VocabularySeq2Seq
 
 RESIDUAL_SCALE = math.sqrt(0.5)  # keeps the variance of a sum of two unit-variance terms at one
 
@@ -31,7 +31,10 @@ class ConvConfig(ModelConfig):
     encoder_layers: int = 2
     decoder_layers: int = 2
     kernel: int = 3  # odd, so the encoder's window is centred
-    dropout: float = 0.1
+    dropout: float = 0.1  # fairseq's fconv drops at one rate at each of the three sites below
+    embedding_dropout: float | None = None  # word plus position embeddings, both sides; null: dropout
+    convolution_dropout: float | None = None  # each convolution's input; null: dropout
+    output_dropout: float | None = None  # the decoder's output before the vocabulary projection; null: dropout
     max_positions: int = 512
 
     def validate(self, where: str) -> None:
@@ -39,8 +42,8 @@ class ConvConfig(ModelConfig):
             raise ConfigError(f"{where}: sizes and layer counts must be positive")
         if self.kernel < 1 or self.kernel % 2 == 0:
             raise ConfigError(f"{where}.kernel: must be odd and positive, got {self.kernel}")
-        if not 0 <= self.dropout < 1:
-            raise ConfigError(f"{where}.dropout: must be in [0, 1), got {self.dropout}")
+        choice(f"{where}.init", self.init, INITIALISATIONS)
+        self.check_dropout(where)
 
 
 def gated_conv(channels: int, kernel: int) -> nn.Conv1d:
@@ -62,7 +65,7 @@ class ConvPart(VocabularySeq2Seq):
             raise ValueError(f"sequence of {end} tokens exceeds max_positions {cfg.max_positions}; raise "
                              "max_positions in the model block")
         positions = torch.arange(offset, end, device=tokens.device)
-        return self.dropout(words(tokens) + table(positions))  # (B, T, E)
+        return dropout(words(tokens) + table(positions), cfg.dropout_at("embedding"), self.training)  # (B, T, E)
 
 
 class ConvEncoder(ConvPart):
@@ -71,7 +74,8 @@ class ConvEncoder(ConvPart):
     (models/hybrid.py) takes this half alone."""
 
     # the keys of its config this half reads: all that a hybrid's encoder block may set
-    encoder_keys = ("embed_dim", "channels", "encoder_layers", "kernel", "max_positions")
+    encoder_keys = ("embed_dim", "channels", "encoder_layers", "kernel", "max_positions", "embedding_dropout",
+                    "convolution_dropout")
 
     @staticmethod
     def source_width(cfg: ConvConfig) -> int:
@@ -92,12 +96,14 @@ class ConvEncoder(ConvPart):
 
     def encode(self, src, src_mask):
         """Memory: enc (B, S, E), the attention's keys z, and values, ConvS2S's z + e (e: the source embeddings)."""
-        e = self._conv_embed(self.encoder_cfg, self.embed_source, src, self.src_positions)  # (B, S, E)
+        cfg = self.encoder_cfg
+        e = self._conv_embed(cfg, self.embed_source, src, self.src_positions)  # (B, S, E)
         keep = src_mask.unsqueeze(1)  # (B, 1, S)
         h = self.enc_in(e).transpose(1, 2)  # (B, C, S)
         for conv in self.enc_convs:
             # zeroing padding before each convolution makes extra padding look like the conv's own zeros
-            x = F.pad(self.dropout(h * keep), ((conv.kernel_size[0] - 1) // 2,) * 2)
+            x = dropout(h * keep, cfg.dropout_at("convolution"), self.training)
+            x = F.pad(x, ((conv.kernel_size[0] - 1) // 2,) * 2)
             h = (F.glu(conv(x), dim=1) + h) * RESIDUAL_SCALE
         z = self.enc_out(h.transpose(1, 2))  # (B, S, E)
         return {"enc": z, "values": (z + e) * RESIDUAL_SCALE}
@@ -108,7 +114,8 @@ class ConvDecoder(ConvPart):
     family's encoder, which has no z + e, the values are the states themselves."""
 
     # the keys of its config this half reads: all that a hybrid's decoder block may set
-    decoder_keys = ("embed_dim", "channels", "decoder_layers", "kernel", "max_positions")
+    decoder_keys = ("embed_dim", "channels", "decoder_layers", "kernel", "max_positions", "embedding_dropout",
+                    "convolution_dropout", "output_dropout")
 
     @staticmethod
     def target_width(cfg: ConvConfig) -> int:
@@ -139,7 +146,8 @@ class ConvDecoder(ConvPart):
 
     def _decoder_layer(self, i, h, g, memory, src_mask, window):
         """h (B, C, T) with its left context window (B, C, k-1) -> new h (B, C, T) and attention weights."""
-        y = F.glu(self.dec_convs[i](torch.cat([window, self.dropout(h)], dim=2)), dim=1)  # (B, C, T)
+        h_in = dropout(h, self.decoder_cfg.dropout_at("convolution"), self.training)
+        y = F.glu(self.dec_convs[i](torch.cat([window, h_in], dim=2)), dim=1)  # (B, C, T)
         d = (self.att_in[i](y.transpose(1, 2)) + g) * RESIDUAL_SCALE  # (B, T, E)
         values = memory.get("values", memory["enc"])
         context, weights = attend(d @ memory["enc"].transpose(1, 2), values, src_mask)
@@ -153,7 +161,8 @@ class ConvDecoder(ConvPart):
         for i, window in enumerate(windows):
             new_windows.append(torch.cat([window, h], dim=2)[:, :, -window.size(2):] if window.size(2) else window)
             h, weights = self._decoder_layer(i, h, g, memory, src_mask, window)
-        return self.logits(self.dropout(self.dec_out(h.transpose(1, 2)))), new_windows, weights
+        out = dropout(self.dec_out(h.transpose(1, 2)), self.decoder_cfg.dropout_at("output"), self.training)
+        return self.logits(out), new_windows, weights
 
     def _empty_windows(self, batch: int, like: torch.Tensor):
         cfg = self.decoder_cfg
@@ -187,10 +196,38 @@ class ConvSeq2Seq(ConvEncoder, ConvDecoder):
         # both position tables before any layer: the order the family always drew its weights in
         self.build_conv_positions(cfg, "src_positions")
         self.build_conv_positions(cfg, "tgt_positions")
-        self.dropout = Dropout(cfg.dropout)
         self.build_encoder(cfg)
         self.build_decoder(cfg)
         self.build_output(vocab, cfg.embed_dim)
+        INITIALISATIONS[cfg.init](self)
+
+
+def fairseq_initialisation(model: ConvSeq2Seq) -> None:
+    """fairseq's fconv draw (models/fconv.py Embedding, PositionalEmbedding, Linear, ConvTBC): embeddings and
+    position tables N(0, 0.1) with the padding row zero; a layer fed by a dropout site N(0, sqrt((1 - p) / fan_in)),
+    a convolution N(0, sqrt(4 (1 - p) / (kernel fan_in))) (the GLU halves the variance twice over), and the
+    attention's projections, fed by no dropout, with p = 0; every bias zero. Its keeping of the activations' variance
+    is why its rates enter the draw."""
+    cfg = model.cfg
+    fed = {id(layer): cfg.dropout_at("embedding") for layer in (model.enc_in, model.dec_in)}
+    fed.update({id(conv): cfg.dropout_at("convolution") for conv in (*model.enc_convs, *model.dec_convs)})
+    fed[id(model.output)] = cfg.dropout_at("output")
+    for module in model.modules():
+        if isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, std=0.1)
+            if module.padding_idx is not None:
+                nn.init.zeros_(module.weight[module.padding_idx])
+        elif isinstance(module, nn.Conv1d):
+            fan_in = module.in_channels * module.kernel_size[0]
+            nn.init.normal_(module.weight, std=math.sqrt(4 * (1 - fed[id(module)]) / fan_in))
+        elif isinstance(module, nn.Linear) and (module is not model.output or model.tie not in TIED_OUTPUT):
+            nn.init.normal_(module.weight, std=math.sqrt((1 - fed.get(id(module), 0.0)) / module.in_features))
+        if isinstance(module, (nn.Conv1d, nn.Linear)) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+
+# how a convolutional model's weights are drawn (the model block's init): after PyTorch's draw
+INITIALISATIONS = {"pytorch": lambda model: None, "fairseq": fairseq_initialisation}
 
 
 FAMILY = register(Family("cnn", ConvConfig, ConvSeq2Seq, ConvEncoder, ConvDecoder, mechanism="convolution"))

@@ -20,7 +20,7 @@ from nmtbench.blocks import choice
 from nmtbench.models.dropout import Dropout
 from nmtbench.models.family import Family, register
 from nmtbench.models.interface import DecoderState
-from nmtbench.models.transformer import Layer, TransformerConfig, sinusoids
+from nmtbench.models.transformer import INITIALISATIONS, Layer, TransformerConfig, sinusoids
 from nmtbench.models.vocabulary import Vocab, VocabularySeq2Seq
 
 POSITIONS = ("sinusoidal", "learned")  # relative distances are not implemented for one mixed stream
@@ -53,6 +53,7 @@ class DecoderOnlySeq2Seq(VocabularySeq2Seq):
         self.build_output(vocab, cfg.d_model)
         for weight in self.vocabulary_weights():
             nn.init.normal_(weight, std=cfg.d_model ** -0.5)
+        INITIALISATIONS[cfg.init](self)
 
     def longest_source(self) -> int | None:
         """Half the learned positions: the source and its translation, about as long, share one stream."""

@@ -71,8 +71,10 @@ class HybridConfig(ModelConfig):
         return cfg
 
     def validate(self, where: str) -> None:
-        if not 0 <= self.dropout < 1:
-            raise ConfigError(f"{where}.dropout: must be in [0, 1), got {self.dropout}")
+        self.check_dropout(where)
+        if self.init != "pytorch":  # each family's draw is its own; nothing says how the projection between is drawn
+            raise ConfigError(f"{where}.init: {self.init} is a family's own draw, and a hybrid's halves come from two; "
+                              "leave init unset (pytorch) for a hybrid")
         encoder, decoder = self.half("encoder", where), self.half("decoder", where)
         families = self.encoder["family"], self.decoder["family"]
         if families[0] == families[1]:

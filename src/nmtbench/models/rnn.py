@@ -16,7 +16,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nmtbench.blocks import ConfigError, choice
 from nmtbench.models.attention import ATTENTION_KINDS, SCORERS, attend
-from nmtbench.models.dropout import Dropout
+from nmtbench.models.dropout import dropout
 from nmtbench.models.family import Family, register
 from nmtbench.models.interface import DecoderState, SourceLengths
 from nmtbench.models.vocabulary import TIED_OUTPUT, ModelConfig, Vocab, VocabularySeq2Seq
@@ -41,6 +41,12 @@ class RNNConfig(ModelConfig):
     init_hidden: str | None = None  # the decoder's first state (INIT_HIDDEN); None: last after a recurrent encoder,
     # zero after another family's (the start every checkpoint before the option was trained with)
     dropout: float = 0.2
+    # the sites, JoeyNMT's and nmtpytorch's names beside: null drops at dropout, where the family always dropped
+    source_embedding_dropout: float | None = None  # JoeyNMT encoder.embeddings.dropout, nmtpytorch dropout_emb
+    target_embedding_dropout: float | None = None  # JoeyNMT decoder.embeddings.dropout (nmtpytorch drops none)
+    layer_dropout: float | None = None  # between stacked RNN layers, both halves (JoeyNMT and torch: dropout)
+    context_dropout: float = 0.0  # the encoder states the decoder attends to and starts from (nmtpytorch dropout_ctx)
+    output_dropout: float | None = None  # a_t before the output layer (nmtpytorch dropout_out)
 
     def validate(self, where: str) -> None:
         choice(f"{where}.cell", self.cell, CELLS)
@@ -59,8 +65,8 @@ class RNNConfig(ModelConfig):
             raise ConfigError(f"{where}.attentional_dim: {self.attentional} is not embed_dim ({self.embed_dim}), but "
                               f"tie_embeddings {self.tie_embeddings or 'unset'} makes the output layer the target "
                               "embedding; set tie_embeddings: none or source_target, or attentional_dim: null")
-        if not 0 <= self.dropout < 1:
-            raise ConfigError(f"{where}.dropout: must be in [0, 1), got {self.dropout}")
+        choice(f"{where}.init", self.init, INITIALISATIONS)
+        self.check_dropout(where)
 
     @property
     def attentional(self) -> int:
@@ -74,7 +80,8 @@ class RecurrentEncoder(VocabularySeq2Seq):
     hybrid (models/hybrid.py) takes this half alone."""
 
     # the keys of its config this half reads: all that a hybrid's encoder block may set
-    encoder_keys = ("cell", "bidirectional", "layers", "embed_dim", "hidden_dim")
+    encoder_keys = ("cell", "bidirectional", "layers", "embed_dim", "hidden_dim",
+                    "source_embedding_dropout", "layer_dropout")
     packs_source = True
 
     @staticmethod
@@ -95,7 +102,7 @@ class RecurrentEncoder(VocabularySeq2Seq):
         """Memory: enc (B, S, H), the states the decoder attends to, and final, the last state of each layer,
         batch first (B, L, H) or an LSTM's (h, c) pair of those. src_lengths: the batch's, made on the host; without
         them they are read off the mask, which on a GPU waits for it (decoding does, once a batch)."""
-        x = self.dropout(self.embed_source(src))  # (B, S, E)
+        x = dropout(self.embed_source(src), self.encoder_cfg.dropout_at("source_embedding"), self.training)  # (B, S, E)
         if src_lengths is None:
             src_lengths = SourceLengths.of(src_mask.sum(1).cpu())
         order = src_lengths.order.to(src.device)  # a no-op for a batch's own, which moved with it
@@ -126,7 +133,8 @@ class RecurrentDecoder(VocabularySeq2Seq):
 
     # the keys of its config this half reads: all that a hybrid's decoder block may set
     decoder_keys = ("cell", "layers", "embed_dim", "hidden_dim", "attention", "attention_rank", "input_feeding",
-                    "attentional_dim", "init_hidden")
+                    "attentional_dim", "init_hidden", "target_embedding_dropout", "layer_dropout",
+                    "context_dropout", "output_dropout")
     # of those, how the half meets the encoder rather than what it is: two models whose decoders differ only here
     # share the decoder half (a hybrid cannot start from a final state its encoder does not have)
     joining_keys = ("init_hidden",)
@@ -183,17 +191,19 @@ class RecurrentDecoder(VocabularySeq2Seq):
         return out, (tuple(map(from_rnn, hidden)) if isinstance(hidden, tuple) else from_rnn(hidden))
 
     def teacher_forced(self, memory, src_mask, tgt_in):
-        emb = self.dropout(self.embed_target(tgt_in))  # (B, T, E)
+        cfg = self.decoder_cfg
+        emb = dropout(self.embed_target(tgt_in), cfg.dropout_at("target_embedding"), self.training)  # (B, T, E)
         state = self.init_state(memory, src_mask)
-        if not self.decoder_cfg.input_feeding:  # no recurrence through a_t: the whole sequence in one RNN call
+        if not cfg.input_feeding:  # no recurrence through a_t: the whole sequence in one RNN call
             out, _ = self._run_decoder(emb, state.tensors["hidden"])
             attentional, _ = self._attentional(out, state.tensors, src_mask)
-            return self.logits(self.dropout(attentional))
-        steps = []
-        for t in range(tgt_in.size(1)):
-            attentional, state = self._step(state, emb[:, t : t + 1])
-            steps.append(attentional)
-        return self.logits(self.dropout(torch.cat(steps, dim=1)))  # (B, T, V)
+        else:
+            steps = []
+            for t in range(tgt_in.size(1)):
+                step, state = self._step(state, emb[:, t : t + 1])
+                steps.append(step)
+            attentional = torch.cat(steps, dim=1)  # (B, T, A)
+        return self.logits(dropout(attentional, cfg.dropout_at("output"), self.training))  # (B, T, V)
 
     def initial_hidden(self, memory, src_mask):
         """The decoder's first state (INIT_HIDDEN), batch first: (B, L, H), or an LSTM's (h, c) pair of those."""
@@ -210,7 +220,9 @@ class RecurrentDecoder(VocabularySeq2Seq):
         return (h, h) if cfg.cell == "lstm" else h  # an LSTM's cell starts where its output does, as JoeyNMT's
 
     def init_state(self, memory, src_mask):
-        cfg, enc = self.decoder_cfg, memory["enc"]
+        cfg = self.decoder_cfg
+        enc = dropout(memory["enc"], cfg.context_dropout, self.training)  # (B, S, H)
+        memory = {**memory, "enc": enc}
         tensors = {"enc": enc, "mask": src_mask, "hidden": self.initial_hidden(memory, src_mask)}
         if cfg.attention != "none":  # the scorer's keys, once per sentence
             tensors["keys"] = self.scorer.keys(enc)
@@ -237,7 +249,7 @@ class RecurrentDecoder(VocabularySeq2Seq):
 
 def between_layers(cfg: RNNConfig) -> float:
     """Dropout between stacked RNN layers (torch warns when it is set for one layer)."""
-    return cfg.dropout if cfg.layers > 1 else 0.0
+    return cfg.dropout_at("layer") if cfg.layers > 1 else 0.0
 
 
 class RNNSeq2Seq(RecurrentEncoder, RecurrentDecoder):
@@ -247,10 +259,26 @@ class RNNSeq2Seq(RecurrentEncoder, RecurrentDecoder):
         super().__init__()
         self.cfg = cfg
         self.build_embeddings(vocab, cfg.embed_dim, cfg.tie_embeddings)
-        self.dropout = Dropout(cfg.dropout)
         self.build_encoder(cfg)
         self.build_decoder(cfg)
         self.build_output(vocab, cfg.attentional)
+        INITIALISATIONS[cfg.init](self)
+
+
+def nmtpytorch_initialisation(model: nn.Module) -> None:
+    """nmtpytorch's draw (befa5f6 models/nmt.py reset_parameters): every parameter but the biases, the embeddings'
+    and the recurrent matrices' included, from Kaiming's normal, std sqrt(2 / fan_in), padding rows too; the
+    biases of its feed-forward layers zero (layers/ff.py bias_zero), the RNN's as PyTorch drew them."""
+    for name, parameter in model.named_parameters():
+        if "bias" not in name.rsplit(".", 1)[-1] and parameter.dim() > 1:
+            nn.init.kaiming_normal_(parameter)
+    for module in model.modules():
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+
+# how a recurrent model's weights are drawn (the model block's init): after PyTorch's draw
+INITIALISATIONS = {"pytorch": lambda model: None, "nmtpytorch": nmtpytorch_initialisation}
 
 
 FAMILY = register(Family("rnn", RNNConfig, RNNSeq2Seq, RecurrentEncoder, RecurrentDecoder, mechanism="recurrence"))

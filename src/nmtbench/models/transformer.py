@@ -43,7 +43,9 @@ class TransformerConfig(ModelConfig):
     heads: int = 4
     layers: int = 3
     d_ff: int = 1024
-    dropout: float = 0.1
+    dropout: float = 0.1  # the embeddings and every residual branch (fairseq's --dropout)
+    attention_dropout: float | None = None  # the attention weights; null: dropout (fairseq's default is 0)
+    activation_dropout: float | None = None  # the feed-forward's hidden layer; null: dropout (fairseq's default is 0)
     max_positions: int = 512  # size of the learned position table; sinusoids have no limit
     relative_clip: int = 16  # relative positions: distances beyond +-clip share one embedding
     self_attention: str = "full"  # the encoder's: full, linformer or sparse
@@ -60,6 +62,7 @@ class TransformerConfig(ModelConfig):
         choice(f"{where}.positions", self.positions, POSITIONS)
         choice(f"{where}.self_attention", self.self_attention, SELF_ATTENTION)
         choice(f"{where}.linformer_sharing", self.linformer_sharing, SHARING)
+        choice(f"{where}.init", self.init, INITIALISATIONS)
         for variant, keys in VARIANT_KEYS.items():
             for key in sorted(set(keys) & self.model_fields_set):
                 if self.self_attention != variant:
@@ -77,8 +80,7 @@ class TransformerConfig(ModelConfig):
         if min(self.d_model, self.heads, self.layers, self.d_ff, self.max_positions, self.relative_clip) < 1:
             raise ConfigError(f"{where}: d_model, heads, layers, d_ff, max_positions and relative_clip "
                               "must be positive")
-        if not 0 <= self.dropout < 1:
-            raise ConfigError(f"{where}.dropout: must be in [0, 1), got {self.dropout}")
+        self.check_dropout(where)
 
 
 def sinusoids(positions: torch.Tensor, d: int) -> torch.Tensor:
@@ -165,9 +167,10 @@ class Layer(nn.Module):
         self.length_projection, self.cache_limit = length_projection, cache_limit
         pre = cfg.norm == "pre"
         clip = cfg.relative_clip if cfg.positions == "relative" else 0
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.dropout, clip)
-        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.dropout) if cross else None
-        self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
+        attention = cfg.dropout_at("attention")
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.heads, attention, clip)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.heads, attention) if cross else None
+        self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout_at("activation"))
         self.sub_self, self.sub_ff = Sublayer(cfg.d_model, pre, cfg.dropout), Sublayer(cfg.d_model, pre, cfg.dropout)
         self.sub_cross = Sublayer(cfg.d_model, pre, cfg.dropout) if cross else None
 
@@ -247,8 +250,8 @@ class TransformerEncoder(TransformerPart):
 
     # the keys of its config this half reads: all that a hybrid's encoder block may set
     encoder_keys = ("norm", "positions", "d_model", "heads", "layers", "d_ff", "max_positions", "relative_clip",
-                    "self_attention", "linformer_k", "linformer_sharing", "window", "global_tokens",
-                    "random_blocks", "block_size")
+                    "attention_dropout", "activation_dropout", "self_attention", "linformer_k", "linformer_sharing",
+                    "window", "global_tokens", "random_blocks", "block_size")
 
     @staticmethod
     def source_width(cfg: TransformerConfig) -> int:
@@ -294,7 +297,8 @@ class TransformerDecoder(TransformerPart):
     """The decoder half: causal self-attention, attention to the encoder's states, feed-forward, per layer."""
 
     # the keys of its config this half reads: all that a hybrid's decoder block may set
-    decoder_keys = ("norm", "positions", "d_model", "heads", "layers", "d_ff", "max_positions", "relative_clip")
+    decoder_keys = ("norm", "positions", "d_model", "heads", "layers", "d_ff", "max_positions", "relative_clip",
+                    "attention_dropout", "activation_dropout")
 
     @staticmethod
     def target_width(cfg: TransformerConfig) -> int:
@@ -370,6 +374,36 @@ class TransformerSeq2Seq(TransformerEncoder, TransformerDecoder):
             self._modules[norm] = self._modules.pop(norm)  # saved optimiser state follows the parameters' order
         self.build_output(vocab, cfg.d_model)
         self.initialise()
+        INITIALISATIONS[cfg.init](self)
+
+
+def fairseq_initialisation(model: nn.Module) -> None:
+    """fairseq's Transformer draw, over the PyTorch one: every Linear of the attention and the feed-forward
+    Xavier-uniform, the query, key and value projections with gain 1/sqrt(2) and their biases as PyTorch drew them
+    (modules/multihead_attention.py reset_parameters), the attention's output projection and the feed-forward's
+    biases zero (models/transformer.py Linear); the vocabulary matrices N(0, d^-1/2) as this family draws them, with
+    the padding row zero (models/transformer.py Embedding); learned positions likewise (modules/
+    learned_positional_embedding.py through PositionalEmbedding). Layer norms stay at one and zero, as in both."""
+    for module in model.modules():
+        if isinstance(module, MultiHeadAttention):
+            for projection in (module.q, module.k, module.v):
+                nn.init.xavier_uniform_(projection.weight, gain=2 ** -0.5)
+            nn.init.xavier_uniform_(module.o.weight)
+            nn.init.zeros_(module.o.bias)
+        elif isinstance(module, FeedForward):
+            for linear in (module[0], module[3]):
+                nn.init.xavier_uniform_(linear.weight)
+                nn.init.zeros_(linear.bias)
+    table = getattr(model, "position_table", None)
+    if table is not None:
+        nn.init.normal_(table.weight, std=table.weight.size(1) ** -0.5)
+    with torch.no_grad():  # the embeddings' padding rows; an output projection of its own keeps its row
+        for table in {id(table): table for table in (model.embed, model.target_table())}.values():
+            table.weight[model.pad_id] = 0
+
+
+# how a Transformer's weights are drawn (the model block's init): after PyTorch's draw and the family's own
+INITIALISATIONS = {"pytorch": lambda model: None, "fairseq": fairseq_initialisation}
 
 
 FAMILY = register(Family("transformer", TransformerConfig, TransformerSeq2Seq, TransformerEncoder, TransformerDecoder,

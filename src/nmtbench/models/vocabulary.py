@@ -50,8 +50,26 @@ class Vocab:
 
 
 class ModelConfig(Block):
-    """What every built-in family's config holds besides its architecture."""
+    """What every built-in family's config holds besides its architecture: the tying of its vocabulary layers, how
+    its weights are drawn, and the rates of its dropout sites. A family names each site it drops at in a key
+    `<site>_dropout`; unset (null), a site drops at the model's `dropout`, so one rate serves a model whose recipe
+    gives one (docs/models.md, "Dropout sites and initialisation")."""
     tie_embeddings: Literal["all", "source_target", "target_output", "none"] | None = None
+    # pytorch: every layer as PyTorch draws it (and a family's own vocabulary draw); the others redraw the weights
+    # as the toolkit of that name does for the family (its file's INITIALISATIONS)
+    init: str = "pytorch"
+
+    def dropout_at(self, site: str) -> float:
+        """The rate at one dropout site: its own `<site>_dropout`, or the model's dropout where that is unset."""
+        rate = getattr(self, f"{site}_dropout")
+        return self.dropout if rate is None else rate
+
+    def check_dropout(self, where: str) -> None:
+        """Refuses, in one line, a dropout rate outside [0, 1), the model's or a site's."""
+        for key in type(self).model_fields:
+            rate = getattr(self, key)
+            if (key == "dropout" or key.endswith("_dropout")) and rate is not None and not 0 <= rate < 1:
+                raise ConfigError(f"{where}.{key}: must be in [0, 1), got {rate}")
 
 
 def tying(cfg: ModelConfig, vocab: Vocab, where: str) -> str:
