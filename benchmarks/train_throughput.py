@@ -39,7 +39,7 @@ import numpy as np
 import torch
 import yaml
 
-from nmtbench.config import load_params
+from nmtbench.config import TrainConfig, load_params
 from nmtbench.data.batching import PairDataset, TokenBatchSampler
 from nmtbench.data.tokenizer import PAD, load_tokenized
 from nmtbench.models.flops import training_step_flops
@@ -119,7 +119,7 @@ class Steps:
     module's loss, backward, gradient clipping and the module's Adam."""
 
     def __init__(self, module: TranslationModule):
-        self.module, self.optimizer = module.train(), adam(module.parameters(), 1e-4)
+        self.module, self.optimizer = module.train(), adam(module, TrainConfig(lr=1e-4))
 
     def __call__(self, batches: list[dict], precision: str) -> None:
         plugin = precision_plugin(precision, "cpu")

@@ -4,7 +4,14 @@ import numpy as np
 import pytest
 import torch
 
-from nmtbench.data.batching import PairDataset, TokenBatchSampler, batch_loader, length_order, random_floats
+from nmtbench.data.batching import (
+    PairDataset,
+    TokenBatchSampler,
+    batch_loader,
+    length_order,
+    pack_longer_side,
+    random_floats,
+)
 from nmtbench.data.tokenizer import BOS, EOS, PAD
 
 SRC_LENS = [3, 9, 1, 4, 4, 12, 2, 7, 5, 30]
@@ -158,3 +165,28 @@ def test_resuming_after_the_last_batch_of_an_epoch_starts_the_next():
     next_epoch = sampler()
     next_epoch.set_epoch(2)
     assert (resumed.epoch, list(resumed)) == (2, next_epoch.batches())
+
+
+def test_fairseq_batches_cost_sentences_times_the_longer_side_cut_to_multiples_of_eight():
+    # ten pairs of longer side 3, then five of 10: 3 x 10 = 30 fits 32, an eleventh would not (11 x 3 = 33)
+    src, tgt = np.array([3] * 10 + [10] * 5), np.array([2] * 10 + [4] * 5)
+    # at the eleventh pair the open ten are cut to eight; the two left open the next batch with it, which the
+    # first pair of length 10 then takes over 32 (4 x 10), cut to its three (fewer than eight: kept whole)
+    assert pack_longer_side(src, tgt, 32).tolist() == [0, 8, 11, 14, 15]
+    assert pack_longer_side(src, tgt, 32, multiple=1).tolist() == [0, 10, 13, 15]
+    assert pack_longer_side(np.array([50, 1]), np.array([1, 1]), 32).tolist() == [0, 1, 2]  # a lone long pair
+    assert pack_longer_side(np.array([], dtype=int), np.array([], dtype=int), 32).tolist() == [0]
+
+
+def test_fairseq_batching_keeps_its_batches_for_the_run_and_draws_their_order_each_epoch():
+    fairseq = TokenBatchSampler(SRC_LENS, TGT_LENS, 40, True, 7, batching="fairseq")
+    first = fairseq.batches()
+    fairseq.set_epoch(1)
+    second = fairseq.batches()
+    assert sorted(map(tuple, first)) == sorted(map(tuple, second)) and first != second
+    again = TokenBatchSampler(SRC_LENS, TGT_LENS, 40, True, 7, batching="fairseq")
+    again.resume(1, 0)
+    assert again.batches() == second  # a resumed run rebuilds the same batches in the same order
+    for batch in first:  # each within 40 at sentences x the longer side, eos counted on both sides
+        longest = max(max(SRC_LENS[i], TGT_LENS[i]) + 1 for i in batch)
+        assert len(batch) * longest <= 40 or len(batch) == 1

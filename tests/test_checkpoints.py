@@ -26,6 +26,14 @@ def test_the_fingerprint_changes_with_model_train_and_vocabulary_only():
     assert fingerprint != run_fingerprint(BLOCK, TRAIN, "abc", 2)
 
 
+def test_train_keys_added_later_count_only_where_a_run_sets_them_otherwise_than_every_earlier_run_trained():
+    fingerprint = run_fingerprint(BLOCK, TRAIN, "abc", 1)  # a run described before the keys existed
+    assert fingerprint == run_fingerprint(BLOCK, {**TRAIN, "batching": "nmtbench", "average_at": "validations"},
+                                          "abc", 1)
+    assert fingerprint != run_fingerprint(BLOCK, {**TRAIN, "batching": "fairseq"}, "abc", 1)
+    assert fingerprint != run_fingerprint(BLOCK, {**TRAIN, "average_at": "epoch_ends"}, "abc", 1)
+
+
 def test_the_epoch_ceiling_and_the_budget_are_not_part_of_the_fingerprint_unless_a_cosine_schedule_stretches():
     fingerprint = run_fingerprint(BLOCK, {**TRAIN, "max_epochs": 30}, "abc", 1)
     assert fingerprint == run_fingerprint(BLOCK, {**TRAIN, "max_epochs": 100}, "abc", 1) == run_fingerprint(

@@ -7,7 +7,7 @@ from torch.overrides import TorchFunctionMode
 from helpers.models import PAD, SEPARATE, TINY_VARIANTS, V_SOURCE, V
 from nmtbench.config import TrainConfig
 from nmtbench.data.batching import PairDataset
-from nmtbench.training.module import TranslationModule, cosine_schedule, inverse_sqrt_schedule
+from nmtbench.training.module import TranslationModule, adam, cosine_schedule, inverse_sqrt_schedule
 
 
 def test_inverse_sqrt_warms_up_linearly_then_decays():
@@ -57,3 +57,13 @@ def test_a_training_step_reads_nothing_back_from_the_device(name):
         loss, _, _ = module.loss(batch)
         loss.backward()
     assert reads.reads == []
+
+
+def test_weight_decay_leaves_the_biases_out_and_adams_constants_are_the_recipes():
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 1))
+    plain = adam(model, TrainConfig(lr=0.1))
+    assert len(plain.param_groups) == 1 and plain.defaults["betas"] == (0.9, 0.98) and plain.defaults["eps"] == 1e-9
+    decayed = adam(model, TrainConfig(lr=0.1, weight_decay=1e-5, adam_betas=(0.9, 0.999), adam_eps=1e-8))
+    groups = [(group["weight_decay"], [tuple(p.shape) for p in group["params"]]) for group in decayed.param_groups]
+    assert groups == [(1e-5, [(2, 3), (1, 2)]), (0.0, [(2,), (1,)])]
+    assert decayed.defaults["betas"] == (0.9, 0.999) and decayed.defaults["eps"] == 1e-8

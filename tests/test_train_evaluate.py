@@ -589,6 +589,16 @@ def test_averaging_puts_the_mean_of_the_last_validations_into_best(project, monk
     load_model("models/tiny/seed42/best.ckpt", Tokenizer("data/tokenized"))  # still a checkpoint evaluation reads
 
 
+def test_averaging_at_epoch_ends_leaves_out_the_last_steps_validation_within_an_epoch(project, monkeypatch):
+    """3 steps an epoch, max_steps 8: validations at 3, 6 and 8; fairseq's epoch checkpoints are those at 3 and 6."""
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    monkeypatch.setattr("nmtbench.training.train.shutil.rmtree", lambda *args, **kwargs: None)
+    every = train(set_train_params(average_last=2, max_steps=8, max_epochs=5), "tiny")
+    assert every["averaged_steps"] == [6, 8]
+    ends = train(set_train_params(average_last=2, max_steps=8, max_epochs=5, average_at="epoch_ends"), "tiny")
+    assert ends["averaged_steps"] == [3, 6] and ends["steps"] == 8
+
+
 def test_a_run_stopped_by_max_steps_mid_epoch_validates_its_last_step(project, monkeypatch):
     """3 steps an epoch, max_steps 4: the 4th step is validated and can become best.ckpt."""
     monkeypatch.setenv("WANDB_MODE", "disabled")

@@ -160,6 +160,16 @@ class TrainConfig(Block):
     compile: bool = False
     checkpoint_every_steps: int = Field(0, ge=0)
     average_last: int = Field(0, ge=0)
+    average_at: Literal["validations", "epoch_ends"] = "validations"  # which of them average_last counts
+    adam_betas: tuple[Annotated[float, Field(ge=0, lt=1)], Annotated[float, Field(ge=0, lt=1)]] = (0.9, 0.98)
+    adam_eps: float = Field(1e-9, gt=0)
+    weight_decay: float = Field(0.0, ge=0)  # L2 on every parameter but the biases, added to the gradient
+    batching: Literal["nmtbench", "fairseq"] = "nmtbench"  # how the training pairs are batched (docs/training.md)
+
+    @field_validator("adam_betas", mode="before")
+    @classmethod
+    def _betas_as_a_pair(cls, value):
+        return tuple(value) if isinstance(value, list) else value  # YAML writes a pair as a list
 
     @model_validator(mode="after")
     def _bleu_stopping_has_bleu(self):
@@ -281,6 +291,7 @@ class CompareConfig(Block):
     baseline: str | None = None  # a name from models; null: the first model
     bootstrap_resamples: int = Field(1000, gt=0)
     bootstrap_seed: int = Field(12345, gt=0)  # sacreBLEU reads seed 0 as "no seed"
+    rerun_margin: float = Field(1.6, ge=0)  # BLEU a rerun may move a model (verdict.decided, with fewer than 2 seeds)
     length_buckets: Annotated[PositiveInts, holds(lambda bounds: sorted(set(bounds)) == bounds)] = Field(
         [8, 12, 16, 20], min_length=1, description="expected increasing positive integers (the longest source, "
                                                    "in words, of each bucket), got {value!r}")

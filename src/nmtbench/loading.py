@@ -47,6 +47,16 @@ class Run:
 # What a run's description once held and no longer does, newest first: checkpoints written then still resume.
 # "budget": the budget was described (before it was left out); "ceiling": the epoch ceiling was too.
 EARLIER_DESCRIPTIONS = ("budget", "ceiling")
+# train keys added since runs were first described, with the value every earlier run trained with: described only
+# where a run sets another, so the fingerprints of the runs before them, and their checkpoints, stay as they were
+ADDED_TRAIN_KEYS = {"average_at": "validations", "batching": "nmtbench", "adam_betas": (0.9, 0.98), "adam_eps": 1e-9,
+                    "weight_decay": 0.0}
+
+
+def at_added_default(key: str, value) -> bool:
+    """Whether a train key is one of ADDED_TRAIN_KEYS at the value runs trained with before it (a tuple read back
+    from YAML or JSON as a list is the same value)."""
+    return key in ADDED_TRAIN_KEYS and json.dumps(value) == json.dumps(ADDED_TRAIN_KEYS[key])
 
 
 def run_description(block: dict, train: dict, vocab: str, seed: int, earlier: str | None = None) -> dict:
@@ -58,7 +68,7 @@ def run_description(block: dict, train: dict, vocab: str, seed: int, earlier: st
     left_out = {None: {"max_epochs", "budget"}, "budget": {"max_epochs"}, "ceiling": set()}[earlier]
     if train.get("schedule") == "cosine":
         left_out = left_out - {"max_epochs"}
-    train = {key: value for key, value in train.items() if key not in left_out}
+    train = {key: value for key, value in train.items() if key not in left_out and not at_added_default(key, value)}
     return {"model": block, "train": train, "vocab": vocab, "seed": seed}
 
 

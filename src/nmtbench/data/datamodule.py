@@ -14,9 +14,11 @@ from nmtbench.data.batching import PairDataset, TokenBatchSampler, batch_loader
 class TranslationData(L.LightningDataModule):
     """Train and val splits of the tokenized dataset, batched by tokens."""
 
-    def __init__(self, tokenized_dir: Path, batch_tokens: int, seed: int, num_workers: int = 0):
+    def __init__(self, tokenized_dir: Path, batch_tokens: int, seed: int, num_workers: int = 0,
+                 batching: str = "nmtbench"):
         super().__init__()
         self.tokenized_dir, self.batch_tokens, self.seed = Path(tokenized_dir), batch_tokens, seed
+        self.batching = batching  # train.batching, for the training split: validation is batched as always
         self.num_workers = num_workers
         self.resume_at: dict | None = None  # where a restored checkpoint stopped in its epoch
 
@@ -30,7 +32,8 @@ class TranslationData(L.LightningDataModule):
         data = self.splits[split]
         world, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (1, 0)
         sampler = TokenBatchSampler(data.src_lens, data.tgt_lens, self.batch_tokens, shuffle=train, seed=self.seed,
-                                    num_replicas=world, rank=rank, even_shards=train)
+                                    num_replicas=world, rank=rank, even_shards=train,
+                                    batching=self.batching if train else "nmtbench")
         if train and self.resume_at:
             sampler.resume(**self.resume_at)
             self.resume_at = None

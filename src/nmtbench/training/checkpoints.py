@@ -21,6 +21,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from nmtbench.files import write_bytes
 from nmtbench.loading import run_description
+from nmtbench.training.curves import epochs_done
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -59,6 +60,23 @@ class ResumePoint(ModelCheckpoint):
     def on_validation_end(self, trainer, pl_module) -> None:
         if not trainer.sanity_checking and not trainer.should_stop:
             self._save_checkpoint(trainer, self.format_checkpoint_name({}))
+
+
+class Snapshots(ModelCheckpoint):
+    """The weights of the last `keep` validations, by step (validated-<step>.ckpt in the run's unfinished/), which
+    train.average_last averages into best.ckpt. With epoch_ends_only, of the validations that close an epoch alone,
+    as fairseq averages its epoch checkpoints (checkpointN.pt, scripts/average_checkpoints.py
+    --num-epoch-checkpoints): one within an epoch, the last step of a run that max_steps ends there among them,
+    writes none."""
+
+    def __init__(self, dirpath: Path, keep: int, epoch_ends_only: bool):
+        super().__init__(dirpath=dirpath, filename="validated-{step}", monitor="step", mode="max", save_top_k=keep,
+                         save_weights_only=True, auto_insert_metric_name=False, save_on_train_epoch_end=False)
+        self.epoch_ends_only = epoch_ends_only
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if not self.epoch_ends_only or epochs_done(trainer).is_integer():
+            super().on_validation_end(trainer, pl_module)
 
 
 def run_fingerprint(block: dict, train: dict, vocab: str, seed: int, earlier: str | None = None) -> str:

@@ -43,6 +43,12 @@ def best_validation(rows: list[dict], metric: str) -> dict:
     return min((row for row in rows if row[column] != ""), key=lambda row: sign * float(row[column]))
 
 
+def epochs_done(trainer: L.Trainer) -> float:
+    """Epochs trained so far, fractional within an epoch: 1.0 at the end of the first."""
+    loop = trainer.fit_loop.epoch_loop.batch_progress.current
+    return round(trainer.current_epoch + loop.completed / max(trainer.num_training_batches, 1), 4)
+
+
 class ValidationBleu(L.Callback):
     """Greedy translations of the given val sources, scored with sacreBLEU against the raw references.
 
@@ -102,10 +108,9 @@ class LearningCurve(L.Callback):
         loss_sum, batches = trainer.strategy.reduce(totals, reduce_op="sum").tolist()
         self._loss_sum, self._batches = 0.0, 0
         logged = trainer.callback_metrics
-        loop = trainer.fit_loop.epoch_loop.batch_progress.current
         row = {
             "step": trainer.global_step,
-            "epoch": round(trainer.current_epoch + loop.completed / max(trainer.num_training_batches, 1), 4),
+            "epoch": epochs_done(trainer),
             "wall_seconds": round(self._clock() - self._started, 2),
             "target_tokens": int(logged["train/target_tokens"]),
             "train_flops": self.flops.settle(trainer, pl_module),

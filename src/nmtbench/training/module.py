@@ -42,10 +42,17 @@ def cosine_schedule(warmup_steps: int, total_steps: int):
     return factor
 
 
-def adam(parameters, lr: float, fused: bool = True) -> torch.optim.Adam:
+def adam(model: torch.nn.Module, cfg: TrainConfig, fused: bool = True) -> torch.optim.Adam:
     """The optimiser of every model. Fused: one kernel updates every tensor (on a CPU, a third of the
-    time of the default loop over tensors, which foreach does not shorten there)."""
-    return torch.optim.Adam(parameters, lr=lr, betas=(0.9, 0.98), eps=1e-9, fused=fused)
+    time of the default loop over tensors, which foreach does not shorten there). With train.weight_decay, L2 added
+    to the gradients of every parameter but the biases, as nmtpytorch's l2_reg does (nmtpytorch/optimizer.py: two
+    parameter groups, torch's Adam weight_decay)."""
+    parameters = list(model.parameters())
+    if cfg.weight_decay:
+        biases = {id(p) for name, p in model.named_parameters() if "bias" in name.rsplit(".", 1)[-1]}
+        parameters = [{"params": [p for p in parameters if id(p) not in biases], "weight_decay": cfg.weight_decay},
+                      {"params": [p for p in parameters if id(p) in biases], "weight_decay": 0.0}]
+    return torch.optim.Adam(parameters, lr=cfg.lr, betas=cfg.adam_betas, eps=cfg.adam_eps, fused=fused)
 
 
 class TranslationModule(L.LightningModule):
@@ -192,7 +199,7 @@ class TranslationModule(L.LightningModule):
     def configure_optimizers(self):
         cfg = self.train_cfg
         # fp16's gradient scaler cannot unscale a fused optimizer's gradients before clipping: Lightning refuses it
-        optimizer = adam(self.parameters(), cfg.lr, fused=self.trainer.precision != "16-mixed")
+        optimizer = adam(self, cfg, fused=self.trainer.precision != "16-mixed")
         if cfg.schedule == "plateau":
             plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, factor=0.5, patience=1)
             return {"optimizer": optimizer,

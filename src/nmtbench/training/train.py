@@ -25,7 +25,13 @@ from nmtbench.runs import RAISABLE, RunPaths
 from nmtbench.tracking import finish_run, make_wandb_logger, run_tags
 from nmtbench.training.allocator import reuse_freed_memory
 from nmtbench.training.budget import FlopBudget, ValidateLastStep, budget_limits
-from nmtbench.training.checkpoints import AtomicCheckpointIO, ResumePoint, average_state_dicts, resumable_checkpoint
+from nmtbench.training.checkpoints import (
+    AtomicCheckpointIO,
+    ResumePoint,
+    Snapshots,
+    average_state_dicts,
+    resumable_checkpoint,
+)
 from nmtbench.training.curves import LearningCurve, ValidationBleu, best_validation
 from nmtbench.training.module import TranslationModule
 from nmtbench.training.precision import (
@@ -91,7 +97,7 @@ def fit(params: Params, paths: RunPaths, vocab: dict, tokenized_dir: Path, start
     reuse_freed_memory()
 
     module = TranslationModule(name, block, vocab, cfg.model_dump(), seed)
-    data = TranslationData(tokenized_dir, cfg.batch_tokens, seed, cfg.num_workers)
+    data = TranslationData(tokenized_dir, cfg.batch_tokens, seed, cfg.num_workers, cfg.batching)
     # what this run needs to continue after an interruption; removed once it has finished
     unfinished = Path(model_dir) / "unfinished"
     resume_from = resumable_checkpoint(unfinished, module.resumable_fingerprints, set_aside=rank_zero_only.rank == 0)
@@ -111,10 +117,8 @@ def fit(params: Params, paths: RunPaths, vocab: dict, tokenized_dir: Path, start
     callbacks = [checkpoint, curve, flop_budget, ValidateLastStep(), EpochProgressBar(refresh_rate=10)]
     if logger:  # the learning rate, module.LR_METRIC, at each scheduler's interval
         callbacks.append(LearningRateMonitor(logging_interval=None))
-    if cfg.average_last:  # the weights of the last average_last validations, by step
-        snapshots = ModelCheckpoint(dirpath=unfinished, filename="validated-{step}", monitor="step", mode="max",
-                                    save_top_k=cfg.average_last, save_weights_only=True, auto_insert_metric_name=False,
-                                    save_on_train_epoch_end=False)
+    if cfg.average_last:  # the weights of the last average_last validations (or epoch ends), by step
+        snapshots = Snapshots(unfinished, cfg.average_last, cfg.average_at == "epoch_ends")
         callbacks.append(snapshots)
     if cfg.checkpoint_every_steps:  # after the other checkpoints, so that it holds their state of each validation
         callbacks.append(ResumePoint(unfinished, cfg.checkpoint_every_steps))
