@@ -18,11 +18,12 @@ def contrast(question, model, other, difference, ci):
 
 
 DOMHAN = "Domhan (ACL 2018), How Much Attention Do You Need?: self-attention matters more in the encoder"
-EQUAL = {"splits": ["t16"], "seeds": [42], "models": scored(a={"t16": 30.0}, b={"t16": 28.0}, c={"t16": 20.0}),
+# margin 0: one seed's interval alone decides here (the rule itself: test_an_older_comparison_is_read_with_the_margin)
+EQUAL = {"splits": ["t16"], "seeds": [42], "rerun_margin": 0.0, "models": scored(a={"t16": 30.0}, b={"t16": 28.0}, c={"t16": 20.0}),
          "verdict": [contrast("a vs b", "a", "b", 2.0, [1.0, 3.0]), contrast("c vs a", "c", "a", -10.0, [-11.0, -9.0]),
                      contrast("best", "a", "c", 10.0, [9.0, 11.0])],
          "findings": [{"finding": DOMHAN, "verdict": "does not hold here"}]}
-CONVERGED = {"splits": ["t17", "t16"], "seeds": [42],
+CONVERGED = {"splits": ["t17", "t16"], "seeds": [42], "rerun_margin": 0.0,
              "models": scored(a={"t16": 35.0}, b={"t16": 37.0}, c={"t16": 36.0}, d={"t16": 10.0}),
              "verdict": [contrast("a vs b", "a", "b", -2.0, [-3.0, -1.0]),
                          contrast("c vs a", "c", "a", 1.0, [-0.5, 2.5]),
@@ -48,6 +49,23 @@ def specs(tmp_path):
     return [f"equal budget={tmp_path / 'equal.json'}", f"converged={tmp_path / 'converged.json'}"]
 
 
+def test_an_older_comparison_is_read_with_the_margin_and_seeds_that_disagree_decide_nothing(tmp_path):
+    """A comparison without its rerun_margin (written before it) is decided by the default margin, 1.6 BLEU: a one-seed
+    +2.00 [1.00, 3.00] is not decided; three seeds of one sign are, one of another sign is not."""
+    older = {key: value for key, value in EQUAL.items() if key != "rerun_margin"}
+    seeded = {**EQUAL, "seeds": [1, 2, 3], "verdict": [
+        {**contrast("a vs b", "a", "b", 2.0, [1.0, 3.0]), "per_seed": [1.5, 2.5, 2.0]},
+        {**contrast("c vs a", "c", "a", -10.0, [-11.0, -9.0]), "per_seed": [-20.0, -11.0, 1.0]}]}
+    for name, comparison in (("older", older), ("seeded", seeded)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(comparison))
+    rows = section(markdown([f"older={tmp_path / 'older.json'}", f"seeded={tmp_path / 'seeded.json'}"]),
+                   "The verdict under each")
+    assert rows[2:4] == [
+        "| a vs b | a vs b: not decided, +2.00 [1.00, 3.00] | a vs b: better, +2.00 [1.00, 3.00] | becomes decided |",
+        "| c vs a | c vs a: worse, -10.00 [-11.00, -9.00] | c vs a: not decided, -10.00 [-11.00, -9.00] | "
+        "no longer decided |"]
+
+
 def section(page: str, title: str) -> list[str]:
     return page.split(f"## {title}\n\n")[1].split("\n\n")[0].splitlines()
 
@@ -68,8 +86,8 @@ def test_each_question_says_how_its_answer_moved(specs):
     rows = section(markdown(specs), "The verdict under each")[2:]
     assert rows == [
         "| a vs b | a vs b: better, +2.00 [1.00, 3.00] | a vs b: worse, -2.00 [-3.00, -1.00] | reversed |",
-        "| c vs a | c vs a: worse, -10.00 [-11.00, -9.00] | c vs a: no significant difference, +1.00 [-0.50, 2.50] "
-        "| no longer significant |",
+        "| c vs a | c vs a: worse, -10.00 [-11.00, -9.00] | c vs a: not decided, +1.00 [-0.50, 2.50] "
+        "| no longer decided |",
         "| best | a vs c: better, +10.00 [9.00, 11.00] | b vs c: better, +1.00 [0.50, 1.50] | same (other models) |",
         "| d vs a | - | d vs a: worse, -25.00 [-26.00, -24.00] | only under converged |"]
     assert section(markdown(specs), "The published findings under each")[2:] == [
@@ -87,7 +105,7 @@ def test_a_question_asked_of_several_pairs_keeps_a_row_for_each(tmp_path):
     assert rows == [
         f"| {side}: h vs a | h vs a: better, +2.50 [1.50, 3.50] | - | only under one |",
         f"| {side}: h vs b | h vs b: better, +2.00 [1.00, 3.00] "
-        "| h vs b: no significant difference, -0.50 [-1.50, 0.50] | no longer significant |"]
+        "| h vs b: not decided, -0.50 [-1.50, 0.50] | no longer decided |"]
 
 
 def test_the_main_contrast_by_source_length_says_how_each_bucket_moved(specs, tmp_path):
@@ -95,8 +113,8 @@ def test_the_main_contrast_by_source_length_says_how_each_bucket_moved(specs, tm
         "| source words | equal budget | converged | change |", "|:---|:---|:---|:---|",
         "| 1-8 | a vs c: better, +10.00 [9.00, 11.00] | b vs c: worse, -1.00 [-2.00, -0.50] "
         "| reversed (other models) |",
-        "| 9+ | a vs c: better, +12.00 [10.00, 14.00] | b vs c: no significant difference, +0.50 [-1.00, 2.00] "
-        "| no longer significant (other models) |"]
+        "| 9+ | a vs c: better, +12.00 [10.00, 14.00] | b vs c: not decided, +0.50 [-1.00, 2.00] "
+        "| no longer decided (other models) |"]
     (tmp_path / "older.json").write_text(json.dumps({**EQUAL, "by_length": None}))  # written before by_length was
     older = f"older={tmp_path / 'older.json'}"
     assert "by source length" not in markdown([older, older])

@@ -340,12 +340,18 @@ def test_the_verdict_gives_each_contrast_with_its_interval(root):
     assert (row["question"], row["model"], row["other"]) == ("best attention RNN vs best Transformer", "rnn",
                                                              "transformer")
     assert row["difference"] == round(expected, 2) and row["significant"] is True and row["ci"][1] < 0
+    per_seed = [round(bleu(OUTPUTS["rnn", seed], REFERENCES) - bleu(OUTPUTS["transformer", seed], REFERENCES), 2)
+                for seed in (1, 2)]
+    assert row["per_seed"] == per_seed and row["seed_sd"] == round(statistics.stdev(per_seed), 2)
+    assert row["decided"] == -1  # both seeds worse
     assert row["text"] == (f"rnn is worse than transformer: {row['difference']:+.2f} BLEU, "
-                           f"95% CI [{row['ci'][0]:.2f}, {row['ci'][1]:.2f}]")
+                           f"95% CI [{row['ci'][0]:.2f}, {row['ci'][1]:.2f}] over 2 seeds (sd {row['seed_sd']:.2f}: "
+                           f"{per_seed[0]:+.2f}, {per_seed[1]:+.2f})")
     table = (root / "results/comparison.md").read_text().split("## Verdict\n\n")[1].split("\n\n## ")[0]
     assert table.rstrip().endswith(f"- best attention RNN vs best Transformer: {row['text']}.\n"
                                    "- Differences are means over 2 seeds and the test sets test_2016_flickr; "
-                                   "the interval resamples both; significant where it excludes 0.")
+                                   "the interval resamples both; decided where it excludes 0 and every seed's "
+                                   "difference has its sign.")
 
 
 def test_the_main_contrast_is_read_again_within_each_source_length_bucket(root):

@@ -87,7 +87,7 @@ def test_bleu_difference_is_the_mean_over_seeds_and_test_sets_with_an_interval()
 def test_bleu_difference_of_a_system_with_itself_is_zero_and_not_significant():
     runs = [{"a": SYSTEMS["base"]}]
     assert bleu_difference(runs, runs, {"a": REFERENCES}, resamples=50, seed=1) == {
-        "difference": 0.0, "ci": [0.0, 0.0], "significant": False}
+        "difference": 0.0, "ci": [0.0, 0.0], "significant": False, "per_seed": [0.0]}
 
 
 def test_holm_multiplies_the_ith_smallest_p_by_m_minus_i_plus_1_never_falling_and_capped_at_1():

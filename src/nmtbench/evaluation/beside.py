@@ -16,12 +16,12 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from nmtbench.config import ConfigError
+from nmtbench.config import CompareConfig, ConfigError
 from nmtbench.evaluation.significance import bleu_difference
-from nmtbench.evaluation.verdict import direction
+from nmtbench.evaluation.verdict import decided
 from nmtbench.tables import Table
 
-SAME, REVERSED, APPEARS, FADES = "same", "reversed", "becomes significant", "no longer significant"
+SAME, REVERSED, APPEARS, FADES = "same", "reversed", "becomes decided", "no longer decided"
 
 
 def load(spec: str) -> tuple[str, dict]:
@@ -40,6 +40,11 @@ def load(spec: str) -> tuple[str, dict]:
                           "stage that wrote it") from None
     if not isinstance(comparison, dict) or not {"splits", "models"} <= comparison.keys():
         raise ConfigError(f"{path}: not a comparison.json (no splits and models); rerun the compare stage")
+    # which way each contrast is decided, by the compare stage's rule (verdict.decided); a comparison written before
+    # it recorded its margin is read with today's default
+    margin = comparison.get("rerun_margin", CompareConfig().rerun_margin)
+    for row in [*comparison.get("verdict", []), *(comparison.get("by_length") or {}).get("buckets", [])]:
+        row["decided"] = decided(row, margin)
     return label, comparison
 
 
@@ -75,7 +80,7 @@ def change(first: dict | None, second: dict | None, labels: list[str]) -> str:
     """How one question's answer moved from the first setting to the second."""
     if first is None or second is None:
         return f"only under {labels[0] if second is None else labels[1]}"
-    before, after = direction(first), direction(second)
+    before, after = first["decided"], second["decided"]
     said = (SAME if before == after else REVERSED if before and after else APPEARS if after else FADES)
     return said if (first["model"], first["other"]) == (second["model"], second["other"]) else f"{said} (other models)"
 
@@ -84,7 +89,7 @@ def answer(row: dict | None) -> str:
     """One verdict in a cell: the models, which way, the difference and its interval."""
     if row is None:
         return "-"
-    word = {1: "better", -1: "worse", 0: "no significant difference"}[direction(row)]
+    word = {1: "better", -1: "worse", 0: "not decided"}[row["decided"]]
     return (f"{row['model']} vs {row['other']}: {word}, {row['difference']:+.2f} "
             f"[{row['ci'][0]:.2f}, {row['ci'][1]:.2f}]")
 
@@ -190,8 +195,9 @@ def markdown(specs: list[str], tested: dict | None = None) -> str:
     if first.get("verdict") is not None or second.get("verdict") is not None:
         lines += ["", "## The verdict under each", "", verdicts_table(labels, first, second).markdown(), "",
                   "Each answer: BLEU difference over seeds and test sets with its 95% interval, as its compare stage "
-                  "measured it; significant where the interval excludes 0. Change: same, reversed (significant both "
-                  "ways), becomes significant or no longer significant; (other models): the question picked "
+                  "measured it; decided as its compare stage decides (the interval excludes 0 and every seed agrees, "
+                  "or one seed's interval clears the rerun margin). Change: same, reversed (decided both "
+                  "ways), becomes decided or no longer decided; (other models): the question picked "
                   "different models, as \"best\" is chosen on validation in each."]
     if first.get("by_length") or second.get("by_length"):
         lines += ["", "## The main contrast by source length under each", "",

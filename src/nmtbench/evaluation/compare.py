@@ -69,7 +69,7 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
     for split, found in by_split.items():
         for name, row in found.rows.items():
             models[name][split] = row
-    comparison = {"baseline": baseline, "seeds": seeds, "splits": grid.splits,
+    comparison = {"baseline": baseline, "seeds": seeds, "splits": grid.splits, "rerun_margin": cfg.rerun_margin,
                   "length_buckets": bucket_labels(cfg.length_buckets), "tokenized": tokenized,
                   "signatures": signatures(by_split, keys), "models": models,
                   "examples": {split: found.examples for split, found in by_split.items()},

@@ -246,9 +246,12 @@ def verdict_lines(comparison: dict) -> list[str]:
         return ["The grid holds none of the contrasts (attention and plain RNNs, Transformers, encoder or decoder "
                 "halves)."]
     seeds = len(comparison["seeds"])
+    decided = ("decided where it excludes 0 and every seed's difference has its sign" if seeds > 1 else
+               f"with one seed, decided only where it stays {comparison.get('rerun_margin', 0):g} BLEU clear of 0, "
+               "what a rerun moves a model here (compare.rerun_margin)")
     return [f"{row['question']}: {row['text']}." for row in comparison["verdict"]] + [
         f"Differences are means over {seeds} seed{'s' if seeds > 1 else ''} and the test sets "
-        f"{', '.join(comparison['splits'])}; the interval resamples both; significant where it excludes 0."] + [
+        f"{', '.join(comparison['splits'])}; the interval resamples both; {decided}."] + [
         f"{row['finding']}: **{row['verdict']}**; {row['measurement']}." for row in comparison.get("findings", [])]
 
 

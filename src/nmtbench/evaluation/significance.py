@@ -48,7 +48,9 @@ def bleu_difference(system: list[dict[str, list[str]]], other: list[dict[str, li
     seed). Each resample draws the seeds with replacement and every test set's sentences with replacement,
     the same draw for both systems, so the interval holds the variance of training (seeds) and of the test
     sets. BLEU of a resample comes from sacreBLEU's own per-sentence statistics, as in its paired test.
-    Significant when the interval excludes 0.
+    Significant when the interval excludes 0. per_seed: each seed's difference on the whole test sets, and with
+    several seeds seed_sd, their standard deviation (Clark et al. 2011 report both beside the mean): what
+    verdict.decided reads to tell a difference that every rerun repeats from one that a rerun can reverse.
     """
     metric = BLEU()
     stats = [{split: np.array([metric._extract_corpus_statistics(run[split], [refs]) for run in runs])  # (S, N, K)
@@ -59,13 +61,17 @@ def bleu_difference(system: list[dict[str, list[str]]], other: list[dict[str, li
                                - metric._compute_score_from_stats(stats[1][split][s][picked].sum(0).tolist()).score
                                for split, picked in rows.items() for s in seeds)
 
-    observed = difference(range(len(system)), {split: slice(None) for split in references})
+    whole = {split: slice(None) for split in references}
+    observed = difference(range(len(system)), whole)
+    per_seed = [round(difference([s], whole), 2) for s in range(len(system))]
     rng = np.random.default_rng(seed)
     draws = [difference(rng.integers(0, len(system), len(system)),
                         {split: rng.integers(0, len(refs), len(refs)) for split, refs in references.items()})
              for _ in range(resamples)]
     low, high = (round(float(bound), 2) for bound in np.percentile(draws, [2.5, 97.5]))
-    return {"difference": round(observed, 2), "ci": [low, high], "significant": low > 0 or high < 0}
+    spread = {"seed_sd": round(statistics.stdev(per_seed), 2)} if len(per_seed) > 1 else {}
+    return {"difference": round(observed, 2), "ci": [low, high], "significant": low > 0 or high < 0,
+            "per_seed": per_seed, **spread}
 
 
 def holm(p_values: dict[str, float]) -> dict[str, float]:

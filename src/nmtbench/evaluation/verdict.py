@@ -20,8 +20,9 @@ from nmtbench.models.family import MECHANISMS
 from nmtbench.models.hybrid import halves
 from nmtbench.models.registry import FAMILIES
 
-# the words of every verdict: the published findings' here, the textbook claims' (analysis.claims)
-HOLDS, CAVEAT, FAILS = "holds", "holds with a caveat", "does not hold here"
+# the words of every verdict: the published findings' here, the textbook claims' (analysis.claims); a published
+# finding does not hold here only where the contrast is decided against it, and is otherwise not decided
+HOLDS, CAVEAT, FAILS, UNDECIDED = "holds", "holds with a caveat", "does not hold here", "not decided"
 SIDES = ("encoder", "decoder")
 MAIN = "best attention RNN vs best Transformer"  # the grid's question, also read by source length (by_length)
 FINDINGS = {
@@ -101,7 +102,8 @@ def verdict(models: dict, blocks: dict[str, dict], seeds: list[int], baseline: s
     for side, question, a, b in found:
         result = difference(a, b, seeds, translations, references, cfg)
         rows.append({"question": question, "model": a, "other": b, "side": side, **result,
-                     "text": verdict_text(a, b, result)})
+                     "decided": decided(result, cfg.rerun_margin),
+                     "text": verdict_text(a, b, result, cfg.rerun_margin)})
     return rows
 
 
@@ -143,11 +145,32 @@ def direction(result: dict) -> int:
     return 1 if low > 0 else -1 if high < 0 else 0
 
 
-def verdict_text(a: str, b: str, result: dict) -> str:
+def decided(result: dict, margin: float) -> int:
+    """+1 where a is decided better than b, -1 worse, 0 not decided: the interval (over seeds and sentences) must
+    exclude 0, and every seed's difference must share its sign (Clark et al. 2011: a difference that a rerun
+    reverses is the optimiser's, not the model's); a contrast of fewer than two seeds, whose interval holds no rerun,
+    must clear margin, what a rerun of one recipe moves a model (compare.rerun_margin)."""
+    side, (low, high) = direction(result), result["ci"]
+    per_seed = result.get("per_seed", [])
+    if len(per_seed) > 1:
+        return side if all(seed * side > 0 for seed in per_seed) else 0
+    return side if min(abs(low), abs(high)) > margin else 0
+
+
+def verdict_text(a: str, b: str, result: dict, margin: float) -> str:
     low, high = result["ci"]
-    said = {1: f"{a} is better than {b}", -1: f"{a} is worse than {b}",
-            0: f"no significant difference between {a} and {b} (the interval holds 0)"}[direction(result)]
-    return f"{said}: {result['difference']:+.2f} BLEU, 95% CI [{low:.2f}, {high:.2f}]"
+    measured = f"{result['difference']:+.2f} BLEU, 95% CI [{low:.2f}, {high:.2f}]"
+    per_seed = result.get("per_seed", [])
+    seeds = (f" over {len(per_seed)} seeds (sd {result['seed_sd']:.2f}: " + ", ".join(f"{d:+.2f}" for d in per_seed)
+             + ")") if len(per_seed) > 1 else " (one seed)"
+    verdict = decided(result, margin)
+    if verdict:
+        return f"{a} is {'better' if verdict > 0 else 'worse'} than {b}: {measured}{seeds}"
+    if not direction(result):
+        return f"not decided between {a} and {b}: {measured}{seeds}, the interval holds 0"
+    why = ("its seeds disagree in sign" if len(per_seed) > 1 else
+           f"with one seed the interval comes within {margin:g} BLEU of 0, what a rerun moves a model here")
+    return f"not decided between {a} and {b}: {measured}{seeds}; {why}"
 
 
 def two_by_two(blocks: dict[str, dict]) -> dict[str, str] | None:
@@ -169,8 +192,8 @@ def two_by_two(blocks: dict[str, dict]) -> dict[str, str] | None:
 def findings(blocks: dict[str, dict], rows: list[dict], seeds: list[int], translations: dict,
              references: dict[str, list[str]], cfg: CompareConfig) -> list[dict]:
     """Domhan's and Chen et al.'s findings against the grid's 2 x 2 (two_by_two), each with the measurement in
-    words and a verdict: holds (the interval of TR - RT above 0), holds with a caveat (above 0, the interval
-    holding 0), or does not hold here. Empty without a 2 x 2."""
+    words and a verdict: holds (TR - RT decided above 0, decided), does not hold here (decided below 0), or not
+    decided. Empty without a 2 x 2."""
     grid = two_by_two(blocks)
     if grid is None:
         return []
@@ -178,7 +201,7 @@ def findings(blocks: dict[str, dict], rows: list[dict], seeds: list[int], transl
     measured = {(row["model"], row["other"]): row for row in rows if row["side"]}
     hybrids = difference(TR, RT, seeds, translations, references, cfg)
     low, high = hybrids["ci"]
-    said = HOLDS if low > 0 else CAVEAT if hybrids["difference"] > 0 else FAILS
+    said = {1: HOLDS, -1: FAILS, 0: UNDECIDED}[decided(hybrids, cfg.rerun_margin)]
     between = f"{TR} - {RT}: {hybrids['difference']:+.2f} BLEU, 95% CI [{low:.2f}, {high:.2f}]"
 
     def gain(a, b):
