@@ -126,9 +126,15 @@ def test_the_command_prints_and_writes_the_page(specs, tmp_path, capsys):
     ("x={tmp}/missing.json", "{tmp}/missing.json: no such file; run the compare stage there first"),
     ("x={tmp}/corrupt.json", "{tmp}/corrupt.json: not a comparison.json (Expecting value, line 1); rerun"),
     ("x={tmp}/other.json", "{tmp}/other.json: not a comparison.json (no splits and models)"),
+    # #69: a file in another encoding, and a row without its BLEU, named with the file
+    ("x={tmp}/latin.json", "{tmp}/latin.json: not a comparison.json (not UTF-8 text: invalid start byte at byte 1"),
+    ("x={tmp}/unscored.json", "{tmp}/unscored.json: not a comparison.json the compare stage wrote (gru on t16 without "
+                              "a BLEU mean); rerun"),
 ])
 def test_bad_input_is_refused_in_one_line(tmp_path, spec, message):
     (tmp_path / "corrupt.json").write_text("oops")
+    (tmp_path / "latin.json").write_bytes(b'"\xff"')
+    (tmp_path / "unscored.json").write_text(json.dumps({"splits": ["t16"], "models": {"gru": {"t16": {"chrf": 50}}}}))
     (tmp_path / "other.json").write_text('{"models": {}}')
     with pytest.raises(ConfigError) as refused:
         markdown([spec.format(tmp=tmp_path), spec.format(tmp=tmp_path)])

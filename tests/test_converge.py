@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -22,6 +23,7 @@ from datasets import Dataset, DatasetDict
 from helpers.project import keep_models, pipeline_env, scores
 from nmtbench.cli import main
 from nmtbench.config import ConfigError, parse_params
+from nmtbench.evaluation.compare import load_runs
 from nmtbench.evaluation.scoring import score
 from nmtbench.launch.converge import compare_finished, converge, export_finished, stage_order
 from nmtbench.launch.converge_report import (
@@ -232,6 +234,33 @@ def test_the_evaluated_runs_small_outputs_are_exported_to_be_committed(tmp_path)
     assert sorted(p.name for p in (tmp_path / "out/done/seed1").iterdir()) == [
         "eval.json", "learning_curve.csv", "test_2016_flickr.txt", "train.json"]
     assert not (tmp_path / "out/half").exists()
+
+
+
+def test_a_truncated_train_or_eval_json_is_named_with_its_fix_wherever_it_is_read(tmp_path):
+    """#69: a train.json or eval.json cut short gives one line naming the file and the fix under --status (and make
+    converge), --table (make headline), --export (which copies nothing of it) and the compare stage, not json's
+    bare words."""
+    params = grid({"done": RNN})
+    write_run(tmp_path, "done", {"epochs": 2, "train_seconds": 10.0, "params": 1000, "stopped_by": "early_stopping"},
+              curve=[(5, 1.0, 5.0, 10.5)], evaluated=True)
+    folder = tmp_path / "metrics/done/seed1"
+
+    def damaged(name: str) -> str:
+        return rf"^{re.escape(str(folder / name))} is not valid JSON \(.* at line 1\); delete it and rerun the stage"
+
+    (folder / "eval.json").write_text('{"test_2016_flickr": {"bleu": 3')
+    with pytest.raises(ConfigError, match=damaged("eval.json") + " that writes it$"):
+        finished_table(params, tmp_path)
+    with pytest.raises(ConfigError, match=damaged("eval.json")):
+        export_finished(progress(params, tmp_path), tmp_path / "out", tmp_path)
+    assert not (tmp_path / "out/done").exists()
+    (folder / "train.json").write_text('{"epochs": 2, "stopp')
+    with pytest.raises(ConfigError, match=damaged("train.json")):
+        progress(params, tmp_path)
+    with pytest.raises(ConfigError, match=damaged("train.json").removesuffix("rerun the stage") + "run `dvc repro "
+                       "train@done-1`$"):
+        load_runs(["done"], [1], tmp_path)
 
 
 def test_the_curves_and_plot_read_back_from_an_export_are_the_workspaces(tmp_path):

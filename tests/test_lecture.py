@@ -2,6 +2,7 @@
 the notebook itself runs end to end on the smoke pipeline in tests/test_pipeline.py."""
 import json
 import math
+import re
 import shutil
 import subprocess
 from types import SimpleNamespace
@@ -68,6 +69,19 @@ def test_open_workspace_names_the_make_target_of_every_missing_output(tmp_path):
     assert (ws.root, ws.seed, ws.split, ws.comparison) == (tmp_path, 42, SPLIT, COMPARISON)
     assert ws.params == load_params(ROOT / "params.yaml")
     assert ws.run("gru").checkpoint == tmp_path / "models/gru/seed42/best.ckpt"
+
+
+def test_open_workspace_names_a_truncated_comparison_and_its_make_target(tmp_path):
+    """#69: a comparison.json cut short is the notebook's one line naming it, not a bare JSONDecodeError."""
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    (tmp_path / "results").mkdir()
+    for name, text in (("comparison.json", json.dumps(COMPARISON)[:40]), ("flops_curves.csv", "run\n"),
+                       ("claims.json", "{}")):
+        (tmp_path / "results" / name).write_text(text)
+    with pytest.raises(NotRunYet) as refused:
+        lecture.open_workspace(tmp_path)
+    assert re.fullmatch(rf"{re.escape(str(tmp_path))}/results/comparison.json is not valid JSON \(.*\); delete it "
+                        rf"and rerun `make repro` in {re.escape(str(tmp_path))}", str(refused.value))
 
 
 def test_the_pair_is_the_best_attention_rnn_and_transformer_on_val(tmp_path):

@@ -125,6 +125,17 @@ def atomic_dir(final: Path) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def read_json(path: str | Path, fix: str = "delete it and rerun the stage that writes it") -> Any:
+    """The JSON document in path (a metrics file, a comparison); one cut short (a copy interrupted, a disk that
+    filled) or not UTF-8 becomes one line naming the file and fix, where json's own words name neither."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"{path} is not valid JSON ({error.msg} at line {error.lineno}); {fix}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path} is not UTF-8 text ({error.reason} at byte {error.start}); {fix}") from None
+
+
 def read_yaml(path: str | Path) -> Any:
     """The YAML document in path; a missing file, a syntax error or a key given twice becomes one line naming the
     file. A missing file is taken for the params file: every other file read here is checked by its reader first,

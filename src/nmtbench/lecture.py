@@ -22,11 +22,12 @@ import torch
 from sacrebleu.metrics import BLEU
 
 from nmtbench import figures
-from nmtbench.config import Params, load_params
+from nmtbench.config import ConfigError, Params, load_params
 from nmtbench.data.tokenizer import BOS, EOS, PAD, load_tokenized
 from nmtbench.decoding.search import BeamStep, beam_search, greedy
 from nmtbench.decoding.translator import Translator
 from nmtbench.experiments import columns_of, dvc_exp_show, scores_of
+from nmtbench.files import read_json
 from nmtbench.runs import RESULTS, RunPaths
 
 COMPARISON, FLOPS_CURVES, CLAIMS = RESULTS / "comparison.json", RESULTS / "flops_curves.csv", RESULTS / "claims.json"
@@ -66,7 +67,11 @@ def open_workspace(folder: str | Path) -> Workspace:
     missing = [f"{path} (`{target}`)" for path, target in NEEDED.items() if not (root / path).is_file()]
     if missing:
         raise NotRunYet(f"{root} lacks {', '.join(missing)}; the make target beside each, run in {root}, writes it")
-    return Workspace(root, load_params(root / "params.yaml"), json.loads((root / COMPARISON).read_text()))
+    try:
+        comparison = read_json(root / COMPARISON, f"delete it and rerun `{NEEDED[COMPARISON]}` in {root}")
+    except ConfigError as error:  # a copy cut short: the notebook's one line, not json's traceback
+        raise NotRunYet(str(error)) from None
+    return Workspace(root, load_params(root / "params.yaml"), comparison)
 
 
 def lecture_pair(ws: Workspace) -> tuple[str, str]:

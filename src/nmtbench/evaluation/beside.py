@@ -31,15 +31,23 @@ def load(spec: str) -> tuple[str, dict]:
         raise ConfigError(f"{spec!r}: give each comparison as LABEL=PATH, e.g. 'converged=runs/converge/results/"
                           "comparison.json'")
     try:
-        comparison = json.loads(Path(path).read_text())
+        comparison = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file; run the compare stage there first (make report, or dvc repro "
                           "compare)") from None
     except json.JSONDecodeError as error:
         raise ConfigError(f"{path}: not a comparison.json ({error.msg}, line {error.lineno}); rerun the compare "
                           "stage that wrote it") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: not a comparison.json (not UTF-8 text: {error.reason} at byte {error.start}); "
+                          "rerun the compare stage that wrote it") from None
     if not isinstance(comparison, dict) or not {"splits", "models"} <= comparison.keys():
         raise ConfigError(f"{path}: not a comparison.json (no splits and models); rerun the compare stage")
+    unscored = [f"{name} on {split}" for name, row in comparison["models"].items() for split in comparison["splits"]
+                if split in row and "mean" not in (row[split].get("bleu") or {})]
+    if unscored:  # what places() reads of every row
+        raise ConfigError(f"{path}: not a comparison.json the compare stage wrote ({', '.join(unscored)} without a "
+                          "BLEU mean); rerun the compare stage")
     return label, comparison
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-import json
 import statistics
 import time
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from nmtbench.evaluation.rendering import markdown
 from nmtbench.evaluation.scoring import PUBLISHED, SCORES, bleu, score
 from nmtbench.evaluation.significance import SIGNIFICANCE_LEVEL, holm, paired_bootstrap
 from nmtbench.evaluation.verdict import by_length, findings, verdict
-from nmtbench.files import write_json, write_text
+from nmtbench.files import read_json, write_json, write_text
 from nmtbench.provenance import stamp
 from nmtbench.runs import RESULTS, RunPaths, tuned_file
 
@@ -357,7 +356,7 @@ def _examples(indices: list[int], split: str, sources: list[str], references: li
 def _load(path: Path, name: str, seed: int, stage: str, keys: tuple[str, ...] = ()) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: not found; run `dvc repro {stage}@{name}-{seed}` first")
-    data = json.loads(path.read_text())
+    data = read_json(path, f"delete it and run `dvc repro {stage}@{name}-{seed}`")
     missing = [key for key in keys if key not in data]
     if missing:
         raise ValueError(f"{path}: missing {', '.join(missing)}; re-run `dvc repro {stage}@{name}-{seed}`")

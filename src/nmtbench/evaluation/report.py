@@ -21,7 +21,7 @@ from nmtbench import figures
 from nmtbench.evaluation import rendering
 from nmtbench.evaluation.beam_sweep import sweep_table
 from nmtbench.evaluation.significance import SIGNIFICANCE_LEVEL
-from nmtbench.files import write_text
+from nmtbench.files import read_json, write_text
 from nmtbench.runs import METRICS, RESULTS
 from nmtbench.tables import Table
 
@@ -232,9 +232,9 @@ def _frontier_section(page: Page, runs: dict[str, Path]) -> None:
         if not train_path.is_file():
             page.lack(f"size of {label}", f"no `{train_path}`; the train stage writes it")
             continue
-        scores = json.loads((folder / "eval.json").read_text())
+        scores = read_json(folder / "eval.json")
         split = split or next(iter(scores))
-        train = json.loads(train_path.read_text())
+        train = read_json(train_path)
         points.append({"label": label, "params": train["params"], "train_seconds": train.get("train_seconds"),
                        "bleu": scores[split]["bleu"], "sentences_per_s": scores[split]["sentences_per_s"]})
     if points:

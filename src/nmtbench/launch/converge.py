@@ -27,6 +27,7 @@ def export_finished(runs: list[RunProgress], folder: Path, root: Path = Path("."
     for run in runs:
         if run.state != "evaluated":
             continue
+        finished_run(run.model, run.seed, root, None)  # a damaged train.json or eval.json is refused, not copied
         target = Path(folder) / run.model / f"seed{run.seed}"
         target.mkdir(parents=True, exist_ok=True)
         for file in [file for files in run_files(run.model, run.seed, root, None) for file in files]:

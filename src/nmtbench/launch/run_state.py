@@ -4,7 +4,6 @@ each such run checked to have been trained with this workspace's recipe and subw
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import torch
 
 from nmtbench.config import ConfigError, Params
 from nmtbench.data.tokenizer import vocab_id
-from nmtbench.files import lock_owner
+from nmtbench.files import lock_owner, read_json
 from nmtbench.launch.scheduler import FOLDER, alive
 from nmtbench.loading import read_vocab, run_description
 from nmtbench.runs import RunPaths
@@ -74,7 +73,7 @@ def progress(params: Params, root: Path = Path("."), exported: Path | None = Non
                               patience=recipe.early_stopping_patience or 0)
             if paths.train_metrics.is_file():
                 state = "evaluated" if paths.eval_metrics.is_file() else "trained"
-                trained(run, state, json.loads(paths.train_metrics.read_text()))
+                trained(run, state, read_json(paths.train_metrics))
             else:
                 rows = curve_rows(paths)
                 if rows is not None:
@@ -189,7 +188,7 @@ def finished_run(model: str, seed: int, root: Path, exported: Path | None) -> tu
         train, scores = paths.train_metrics, paths.eval_metrics
     if not (train.is_file() and scores.is_file()):
         return None
-    return json.loads(train.read_text()), json.loads(scores.read_text()), rows_of(model, seed, root, exported) or []
+    return read_json(train), read_json(scores), rows_of(model, seed, root, exported) or []
 
 
 def rows_of(model: str, seed: int, root: Path, exported: Path | None) -> list[dict] | None:
