@@ -205,6 +205,11 @@ def test_every_runs_curve_so_far_is_drawn_against_flops_with_the_families_swap(t
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="no run has validated yet"):
         plot_curves(grid({"kin": TRANSFORMER}), tmp_path / "none.png", tmp_path)
+    page = tmp_path / "page.md"  # #69: make converge PLOT=<a results page> is refused, the page kept
+    page.write_text("# Runs\n")
+    with pytest.raises(ConfigError, match=r"^--plot .*page.md: the plot is a PNG picture; give a path ending in .png$"):
+        converge(params, plot=page)
+    assert page.read_text() == "# Runs\n"
 
 
 def test_the_plot_marks_the_flop_budget_of_the_params_that_have_one(tmp_path, monkeypatch):
@@ -516,9 +521,17 @@ def test_a_results_page_has_its_marked_blocks_rewritten_and_its_prose_kept(tmp_p
     before = page.read_text()
     refresh_page(params, page, 2, tmp_path, export, params, params)
     assert page.read_text() == before
-    page.write_text("# Runs\n\n<!-- converge:curves -->\n")  # no end
+    page.write_text("# Runs\n\nNo block.\n")
     with pytest.raises(ConfigError, match=r"^--page .*page.md: no block to refresh; mark one with"):
         refresh_page(params, page, 2, tmp_path, export, params, params)
+    # #69: a block without its end marker, before another block or the page's end, is refused, the page unchanged
+    for text, before in (("<!-- converge:table -->\nProse.\n<!-- converge:table -->\nold\n<!-- /converge:table -->\n",
+                          "the next block"), ("# Runs\n\n<!-- converge:curves -->\n", "the end of the page")):
+        page.write_text(text)
+        refusal = rf"^--page .*page.md: <!-- converge:(\w+) --> has no <!-- /converge:\1 --> before {before}; add it"
+        with pytest.raises(ConfigError, match=refusal + " on a line of its own where the block ends$"):
+            refresh_page(params, page, 2, tmp_path, export, params, params)
+        assert page.read_text() == text
     page.write_text("<!-- converge:plot -->\n<!-- /converge:plot -->\n")
     with pytest.raises(ConfigError, match=r"names no picture"):
         refresh_page(params, page, 2, tmp_path, export, params, params)
