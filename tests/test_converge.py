@@ -333,6 +333,25 @@ def test_an_export_carries_the_workspaces_params_and_from_reads_the_table_with_t
     assert "| old | 1,000 | 2 (1) | 5 | 5.00e+09 | early_stopping | - |" in capsys.readouterr().out
 
 
+def test_an_export_is_merged_into_only_by_a_workspace_that_trains_its_runs_alike(tmp_path):
+    """#69: --export into a folder holding another recipe's runs (the committed grid, from a smoke workspace) is
+    refused, every file there unchanged; from a workspace of that recipe, its runs join the ones there."""
+    params = grid({"old": RNN, "new": TRANSFORMER})
+    export = export_of(tmp_path, params, {"old": {"epochs": 2, "train_seconds": 10.0}})
+    smaller = params.model_copy(update={"models": {**params.models, "old": {**RNN, "hidden_dim": 8}}})
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(smaller.model_dump(mode="json")))
+    write_run(tmp_path, "new", {"epochs": 1, "train_seconds": 5.0}, curve=[(5, 1.0, 5.0, 9.0)], evaluated=True)
+    (tmp_path / "results/new/seed1").mkdir(parents=True)
+    before = {file: file.read_bytes() for file in export.rglob("*") if file.is_file()}
+    with pytest.raises(ConfigError, match=r"^--export .*export: its params.yaml trains old seed 1 with other model "
+                                          r"params than this workspace's \(hidden_dim\); export to a folder"):
+        export_finished(progress(smaller, tmp_path), export, tmp_path)
+    assert {file: file.read_bytes() for file in export.rglob("*") if file.is_file()} == before
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params.model_dump(mode="json")))
+    assert export_finished(progress(params, tmp_path), export, tmp_path) == ["new-1"]
+    assert (export / "old/seed1/train.json").is_file() and (export / "new/seed1/train.json").is_file()
+
+
 REFERENCES = ["Ein Hund rennt .", "Zwei Kinder spielen im Schnee .", "Eine Frau liest ein Buch .",
               "Ein Mann fährt Rad .", "Drei Vögel sitzen auf einem Ast .", "Ein Junge springt ins Wasser ."]
 OUTPUTS = {"good": REFERENCES,
@@ -537,6 +556,20 @@ def test_a_results_page_has_its_marked_blocks_rewritten_and_its_prose_kept(tmp_p
         refresh_page(params, page, 2, tmp_path, export, params, params)
     with pytest.raises(ConfigError, match=r"^--page .*absent.md: no such file"):
         refresh_page(params, tmp_path / "absent.md", 2, tmp_path, export, params, params)
+
+
+def test_an_export_without_its_params_is_refused_whatever_reads_it(tmp_path, monkeypatch, capsys):
+    """#69: without the recipe its runs trained with, an export's runs were taken for this workspace's (shown as
+    done and never trained here), and make headline read them with the checkout's params."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    params = parse_params(yaml.safe_load((ROOT / "params.yaml").read_text()))
+    (export_of(tmp_path, params, {"rnn": {"epochs": 20, "train_seconds": 6869.0}}) / "params.yaml").unlink()
+    for reading in ([], ["--table"], ["--status"]):
+        assert main(["converge", "--from", "export", *reading]) == 2
+        assert capsys.readouterr().err.strip() == (
+            "nmtbench converge: error: --from export: no params.yaml, the recipe its runs trained with (--export "
+            "copies it there); put it back from where they were exported, or leave --from out")
 
 
 def test_make_converge_from_an_export_trains_only_what_it_lacks(tmp_path, monkeypatch, capsys):

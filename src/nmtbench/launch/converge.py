@@ -10,19 +10,21 @@ import sys
 import tempfile
 from pathlib import Path
 
-from nmtbench.config import ConfigError, LaunchConfig, Params
+from nmtbench.config import ConfigError, LaunchConfig, Params, load_params
 from nmtbench.launch.converge_report import curves_table, finished_table, plot_curves, refresh_page, status_table
-from nmtbench.launch.run_state import RunProgress, finished_run, progress, run_files
+from nmtbench.launch.run_state import RunProgress, finished_run, progress, recipe_difference, run_files
 from nmtbench.runs import RESULTS, RunPaths
 
 
 def export_finished(runs: list[RunProgress], folder: Path, root: Path = Path(".")) -> list[str]:
     """Copy each evaluated run's small outputs (train.json, learning_curve.csv, eval.json and its translations of every
     test set) into folder/<model>/seed<seed>/, to be committed as they land, and the workspace's params.yaml, the
-    recipe they trained with, into folder (what --from reads back); returns the runs copied."""
+    recipe they trained with, into folder (what --from reads back); returns the runs copied. An export there already
+    is merged into: refused unless these params train every run its params.yaml describes as that does."""
     copied = []
     Path(folder).mkdir(parents=True, exist_ok=True)
     if (Path(root) / "params.yaml").is_file():
+        covers_export(load_params(Path(root) / "params.yaml"), Path(folder))
         shutil.copyfile(Path(root) / "params.yaml", Path(folder) / "params.yaml")
     for run in runs:
         if run.state != "evaluated":
@@ -34,6 +36,26 @@ def export_finished(runs: list[RunProgress], folder: Path, root: Path = Path("."
             shutil.copyfile(file, target / file.name)
         copied.append(f"{run.model}-{run.seed}")
     return copied
+
+
+def covers_export(params: Params, folder: Path) -> None:
+    """Refuse, in one line, to replace an export's params.yaml with params that would not train one of the runs it
+    describes as it does: --from would then read (or retrain) the runs exported before with another recipe."""
+    there = folder / "params.yaml"
+    if not there.is_file():
+        return
+    recipe, fix = load_params(there), "export to a folder of its own, or from a workspace of that recipe"
+    lacking = [str(seed) for seed in recipe.seeds if seed not in params.seeds]
+    if lacking:
+        raise ConfigError(f"--export {folder}: its params.yaml has seeds {', '.join(lacking)}, which this workspace's "
+                          f"lacks; {fix}")
+    for model in recipe.models:
+        for seed in recipe.seeds:
+            differ = recipe_difference(params, recipe, model, seed)
+            if differ:
+                part, keys = differ
+                raise ConfigError(f"--export {folder}: its params.yaml trains {model} seed {seed} with other {part} "
+                                  f"params than this workspace's ({', '.join(keys) or 'the whole block'}); {fix}")
 
 
 def compare_finished(params: Params, folder: Path, baseline: str | None = None, root: Path = Path("."),
