@@ -34,6 +34,14 @@ def temp_prefix(final: Path) -> str:
     return f"{prefix}{os.getpid()}."
 
 
+def remove(path: Path) -> None:
+    """Delete the file, link or folder at path, if there is one."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
 def running(pid: int) -> bool:
     try:
         os.kill(pid, 0)  # signal 0 checks that the process exists and sends nothing

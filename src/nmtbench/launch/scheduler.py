@@ -153,6 +153,7 @@ class Loop:
                 self.done.add(name)
                 print(f"done: {name} in {elapsed}", file=self.out)
             else:
+                self.pipeline.restore(name)
                 self.failed[name] = f"{problem} after {elapsed}; log: {self.log(name)}"
                 print(f"FAILED: {name} ({problem}) after {elapsed}; last lines of {self.log(name)}:\n"
                       f"{tail(self.log(name))}", file=self.out)
