@@ -393,6 +393,10 @@ def test_the_models_finished_so_far_are_compared_with_intervals_from_the_workspa
     with pytest.raises(ConfigError, match="^nmtbench converge --compare: the baseline half has not finished; name a "
                                           "finished model with --baseline: good, fair, poor$"):
         compare_finished(params, tmp_path / "so-far", root=tmp_path)
+    # #69: a name that is no model is a typo, not a model still training
+    with pytest.raises(ConfigError, match="^nmtbench converge --compare: the baseline bogus is not a model of the "
+                                          "params; name one with --baseline: half, good, fair, poor$"):
+        compare_finished(params, tmp_path / "so-far", "bogus", root=tmp_path)
     comparison = compare_finished(params, tmp_path / "so-far", "fair", root=tmp_path)
     assert sorted(path.name for path in (tmp_path / "so-far").iterdir()) == [
         "bleu.json", "comparison.json", "comparison.md", "flops_curves.csv"]

@@ -73,6 +73,9 @@ def compare_finished(params: Params, folder: Path, baseline: str | None = None, 
         raise ConfigError("nmtbench converge --compare: no model has been evaluated yet; compare once the first "
                           "run has finished")
     baseline = baseline or params.compare.baseline or next(iter(params.models))
+    if baseline not in params.models:  # a typo, not a model still training
+        raise ConfigError(f"nmtbench converge --compare: the baseline {baseline} is not a model of the params; name "
+                          f"one with --baseline: {', '.join(params.models)}")
     if baseline not in names:
         raise ConfigError(f"nmtbench converge --compare: the baseline {baseline} has not finished; name a finished "
                           f"model with --baseline: {', '.join(names)}")
