@@ -24,6 +24,7 @@ from helpers.project import keep_models, pipeline_env, scores
 from nmtbench.cli import main
 from nmtbench.config import ConfigError, parse_params
 from nmtbench.evaluation.compare import load_runs
+from nmtbench.evaluation.compute import flops_curve
 from nmtbench.evaluation.scoring import score
 from nmtbench.launch.converge import compare_finished, converge, export_finished, stage_order
 from nmtbench.launch.converge_report import (
@@ -266,6 +267,26 @@ def test_a_truncated_train_or_eval_json_is_named_with_its_fix_wherever_it_is_rea
     with pytest.raises(ConfigError, match=damaged("train.json").removesuffix("rerun the stage") + "run `dvc repro "
                        "train@done-1`$"):
         load_runs(["done"], [1], tmp_path)
+
+
+def test_a_learning_curve_cut_mid_row_is_named_wherever_it_is_read(tmp_path):
+    """#69: a curve cut in its last row fed --curves, --plot and --compare an epoch short, and --table (make
+    headline) a TypeError; each now names the file and line."""
+    params = grid({"done": RNN})
+    write_run(tmp_path, "done", {"epochs": 2, "train_seconds": 10.0, "params": 1000, "stopped_by": "early_stopping"},
+              curve=[(5, 1.0, 5.0, 10.5), (10, 2.0, 10.0, 11.5)], evaluated=True)
+    curve = tmp_path / "metrics/done/seed1/learning_curve.csv"
+    whole = curve.read_text()
+    curve.write_text(whole[:-20])
+    refusal = rf"^{re.escape(str(curve))}: line 3 is cut short \(5 of 9 columns, or no line end\); restore it"
+    for read in (lambda: curves_table(params, tmp_path), lambda: finished_table(params, tmp_path),
+                 lambda: plot_curves(params, tmp_path / "curves.png", tmp_path), lambda: flops_curve(curve)):
+        with pytest.raises(ConfigError, match=refusal):
+            read()
+    assert not (tmp_path / "curves.png").exists()
+    curve.write_text(whole[:-1])  # a last row whole but for its line end: a cut too
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(curve))}: line 3 is cut short"):
+        curves_table(params, tmp_path)
 
 
 def test_the_curves_and_plot_read_back_from_an_export_are_the_workspaces(tmp_path):

@@ -3,6 +3,7 @@ never half; and the YAML reader that refuses a key given twice."""
 from __future__ import annotations
 
 import contextlib
+import csv
 import glob
 import json
 import os
@@ -142,6 +143,23 @@ def read_json(path: str | Path, fix: str = "delete it and rerun the stage that w
         raise ConfigError(f"{path} is not valid JSON ({error.msg} at line {error.lineno}); {fix}") from None
     except UnicodeDecodeError as error:
         raise ConfigError(f"{path} is not UTF-8 text ({error.reason} at byte {error.start}); {fix}") from None
+
+
+def read_csv(path: str | Path, fix: str = "restore it (git or dvc checkout) or rerun the stage that writes it"
+             ) -> list[dict[str, str]]:
+    """The rows of a CSV file (a learning curve), each a dict by the header's names; one cut short (a copy
+    interrupted, a disk that filled) becomes one line naming the file, the line and fix, where csv gives a cut row's
+    missing cells as None and the readers fail far from it, or read fewer epochs than ran."""
+    text = Path(path).read_text(encoding="utf-8")
+    lines = text.splitlines()
+    header = next(csv.reader(lines[:1]), [])
+    rows = []
+    for number, cells in enumerate(csv.reader(lines[1:]), 2):
+        if len(cells) != len(header) or (number == len(lines) and not text.endswith("\n")):
+            raise ConfigError(f"{path}: line {number} is cut short ({len(cells)} of {len(header)} columns, or no "
+                              f"line end); {fix}")
+        rows.append(dict(zip(header, cells)))
+    return rows
 
 
 def read_yaml(path: str | Path) -> Any:

@@ -3,7 +3,6 @@ the learning curve, the resume checkpoint), or from the folder `nmtbench converg
 each such run checked to have been trained with this workspace's recipe and subwords."""
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import torch
 
 from nmtbench.config import ConfigError, Params
 from nmtbench.data.tokenizer import vocab_id
-from nmtbench.files import lock_owner, read_json
+from nmtbench.files import lock_owner, read_csv, read_json
 from nmtbench.launch.scheduler import FOLDER, alive
 from nmtbench.loading import read_vocab, run_description
 from nmtbench.runs import RunPaths
@@ -156,8 +155,7 @@ def curve_rows(paths: RunPaths) -> list[dict] | None:
     when it reruns a training, so until the resumed run's first validation the rows are read from the checkpoint
     it resumes, which carries them."""
     if paths.learning_curve.is_file():
-        with paths.learning_curve.open() as f:
-            return list(csv.DictReader(f))
+        return read_csv(paths.learning_curve)
     last = paths.model_dir / "unfinished" / "last.ckpt"
     if not last.is_file():
         return None
@@ -173,8 +171,7 @@ def exported_rows(folder: Path, model: str, seed: int) -> list[dict] | None:
     file = Path(folder) / model / f"seed{seed}" / "learning_curve.csv"
     if not file.is_file():
         return None
-    with file.open() as f:
-        return list(csv.DictReader(f))
+    return read_csv(file)
 
 
 def finished_run(model: str, seed: int, root: Path, exported: Path | None) -> tuple[dict, dict, list[dict]] | None:
