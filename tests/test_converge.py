@@ -289,6 +289,17 @@ def test_a_learning_curve_cut_mid_row_is_named_wherever_it_is_read(tmp_path):
         curves_table(params, tmp_path)
 
 
+def test_an_exported_run_missing_its_eval_json_is_named_not_dropped_from_the_table(tmp_path):
+    """#69: make headline left such a run out of the README's table while its picture still drew it."""
+    params = grid({"done": RNN})
+    export = export_of(tmp_path, params, {"done": {"epochs": 2, "train_seconds": 10.0}})
+    (export / "done/seed1/eval.json").unlink()
+    for read in (lambda: finished_table(params, exported=export), lambda: progress(params, tmp_path, export, params)):
+        with pytest.raises(ConfigError, match=rf"^{re.escape(str(export))}/done/seed1/eval.json: missing beside "
+                                              r"train.json; restore it \(git checkout .*\) or export the run again"):
+            read()
+
+
 def test_the_curves_and_plot_read_back_from_an_export_are_the_workspaces(tmp_path):
     """make headline redraws the committed runs: what --export copied reads as the workspace did."""
     params = grid({"lstm": RNN, "tf": TRANSFORMER, "half": TRANSFORMER})

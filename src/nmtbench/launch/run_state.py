@@ -180,6 +180,10 @@ def finished_run(model: str, seed: int, root: Path, exported: Path | None) -> tu
     if exported is not None:
         folder = Path(exported) / model / f"seed{seed}"
         train, scores = folder / "train.json", folder / "eval.json"
+        if train.is_file() != scores.is_file():  # --export copies both: one lost would drop the run without a word
+            there, lost = (train, scores) if train.is_file() else (scores, train)
+            raise ConfigError(f"{lost}: missing beside {there.name}; restore it (git checkout {lost}) or export the "
+                              "run again (nmtbench converge --export)")
     else:
         paths = RunPaths(model, seed, root)
         train, scores = paths.train_metrics, paths.eval_metrics
