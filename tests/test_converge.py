@@ -116,6 +116,17 @@ def test_before_any_run_stops_early_an_assumed_epoch_count_is_said_and_unmeasure
     assert status_table(runs, jobs=1).endswith(f"({ASSUMED_EPOCHS} epochs a run assumed until one stops early)")
 
 
+
+def test_a_fresh_workspaces_status_says_its_runs_are_not_estimable_and_bounded_by_their_max_epochs(tmp_path):
+    """#69: a fresh smoke workspace said "about 0.0 h of training left", "21 epochs a run assumed" while its
+    max_epochs was 4."""
+    params = grid({"a": RNN, "b": TRANSFORMER})
+    params = params.model_copy(update={"train": params.train.model_copy(update={"max_epochs": 4})})
+    assert status_table(progress(params, tmp_path), jobs=1).splitlines()[-1] == (
+        "0 evaluated, 0 trained, 0 in progress, 0 interrupted, 2 not started; 2 run(s) to train, not yet estimable: "
+        f"no epoch measured yet ({ASSUMED_EPOCHS} epochs a run assumed until one stops early; at most 4 for a, 4 for "
+        "b: its max_epochs)")
+
 def test_the_status_columns_line_up_under_a_name_longer_than_the_column(tmp_path):
     long = "lstm_attention_additive_unidirectional"
     lines = status_table(progress(grid({"rnn": RNN, long: RNN}), tmp_path), jobs=1).splitlines()[:3]
@@ -148,7 +159,8 @@ def test_a_recipe_with_an_update_limit_is_expected_to_train_to_it_and_every_run_
     # ceiling: 10 epochs expected, but its max_epochs 4 ends it: 3 more at 30 s
     assert expected == 10 and left == {("capped", 1): 18 * 60.0, ("ceiling", 1): 3 * 30.0}
     assert status_table(runs, jobs=1).endswith(
-        "(10 epochs a run, from the runs here that stopped early; capped to its update limit)")
+        "(10 epochs a run, from the runs here that stopped early; capped to its update limit; at most 4 for ceiling: "
+        "its max_epochs)")
 
 
 def test_a_run_that_early_stopping_ended_at_its_update_limit_says_nothing_of_how_long_the_others_take(tmp_path):

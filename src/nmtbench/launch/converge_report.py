@@ -151,7 +151,8 @@ def status_table(runs: list[RunProgress], jobs: int) -> str:
     known = [seconds for seconds in left.values() if seconds is not None]
     unknown = len(left) - len(known)
     estimate = (f"about {wall_seconds(known, jobs) / 3600:.1f} h of training left at {jobs} at once"
-                + (f", {unknown} run(s) not yet estimable" if unknown else "")) if left else "no training left"
+                + (f", {unknown} run(s) not yet estimable" if unknown else "")) if known else (
+        f"{unknown} run(s) to train, not yet estimable: no epoch measured yet" if left else "no training left")
     basis = "" if not left else (f" ({expected} epochs a run, from the runs here that stopped early"
                                  if any(run.stopped_early for run in runs)
                                  else f" ({expected} epochs a run assumed until one stops early")
@@ -159,9 +160,13 @@ def status_table(runs: list[RunProgress], jobs: int) -> str:
     # a run whose patience outlasts the expected count: its own bound, not `expected`, sets its estimate
     patient = [f"{expected_epochs(run, expected):g} for {run.model}" for run in runs if not run.training_done
                and not run.epochs_to_update_limit and expected_epochs(run, expected) > expected]
+    # and one whose max_epochs ends it first: its ceiling sets its estimate
+    capped = [f"{run.max_epochs} for {run.model}" for run in runs if not run.training_done
+              and not run.epochs_to_update_limit and expected_epochs(run, expected) < expected]
     if basis:
         basis += f"; {', '.join(limited)} to its update limit" if limited else ""
         basis += f"; at least {', '.join(patient)}: best epoch so far plus patience" if patient else ""
+        basis += f"; at most {', '.join(capped)}: its max_epochs" if capped else ""
         basis += ")"
     lines.append(", ".join(f"{count} {state}" for state, count in counts.items()) + f"; {estimate}{basis}")
     for why, key in RAISABLE.items():
