@@ -38,6 +38,10 @@ NEEDED = {COMPARISON: "make repro", FLOPS_CURVES: "make repro", CLAIMS: "make cl
 class NotRunYet(Exception):
     """A stage output the notebook reads is missing; the message names the make target that writes it."""
 
+    def _render_traceback_(self) -> list[str]:
+        # IPython shows what this returns in place of the traceback: the notebook's cell stops with the one line
+        return [f"{type(self).__name__}: {self}"]
+
 
 @dataclass(frozen=True)
 class Workspace:
@@ -276,6 +280,9 @@ def translated_split(ws: Workspace, model: str) -> pd.DataFrame:
     if not path.is_file():
         raise NotRunYet(f"{path} is not there: the evaluation has not run; `make repro` in {ws.root}")
     hypotheses = path.read_text(encoding="utf-8").split("\n")[:-1]
+    if len(hypotheses) != len(split):  # a line lost would shift every translation off its source
+        raise NotRunYet(f"{path} has {len(hypotheses)} lines for the {len(split)} sentences of {ws.split}, so it is "
+                        f"not the translation the evaluation wrote; `make repro` in {ws.root} writes it again")
     return pd.DataFrame({"source": split["src"], "reference": split["tgt"], "hypothesis": hypotheses,
                          "sentence BLEU": list(map(sacrebleu_sentence, hypotheses, split["tgt"]))})
 
