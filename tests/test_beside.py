@@ -141,6 +141,19 @@ def test_bad_input_is_refused_in_one_line(tmp_path, spec, message):
     assert str(refused.value).startswith(message.format(tmp=tmp_path))
 
 
+def test_comparisons_of_different_test_sets_under_one_name_are_refused(tmp_path):
+    """#69: a smoke workspace's 40 sentences were set beside the 1,000 of the converged grid, matched by name."""
+    for name, sentences, digest in (("one", 1000, "a" * 64), ("two", 40, "b" * 64), ("same", 1000, "a" * 64)):
+        (tmp_path / f"{name}.json").write_text(json.dumps({
+            "splits": ["t16"], "models": {}, "test_sets": {"t16": {"sentences": sentences,
+                                                                   "references_sha256": digest}}}))
+    with pytest.raises(ConfigError, match=r"^the two comparisons scored different test sets named t16 \(1,000 "
+                                          r"sentences, references aaaaaaaaaaaa against 40 sentences, references "
+                                          r"bbbbbbbbbbbb\); set side by side comparisons of the same test sets$"):
+        markdown([f"one={tmp_path / 'one.json'}", f"two={tmp_path / 'two.json'}"])
+    assert markdown([f"one={tmp_path / 'one.json'}", f"same={tmp_path / 'same.json'}"]).startswith("# one beside same")
+
+
 def test_comparisons_without_a_common_test_split_are_refused(tmp_path):
     for name, splits in (("one", ["t16"]), ("two", ["t17"])):
         (tmp_path / f"{name}.json").write_text(json.dumps({"splits": splits, "models": {}}))

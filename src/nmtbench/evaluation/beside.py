@@ -52,9 +52,16 @@ def load(spec: str) -> tuple[str, dict]:
 
 
 def common_split(first: dict, second: dict) -> str:
-    """The first test split both comparisons scored."""
+    """The first test split both comparisons scored, refused where they record different sentences under its name
+    (smoke sizes' 40 beside the 1,000; comparisons written before they recorded them are taken on the name)."""
     for split in first["splits"]:
         if split in second["splits"]:
+            records = [comparison.get("test_sets", {}).get(split) for comparison in (first, second)]
+            if None not in records and records[0] != records[1]:
+                said = [f"{record['sentences']:,} sentences, references {record['references_sha256'][:12]}"
+                        for record in records]
+                raise ConfigError(f"the two comparisons scored different test sets named {split} ({said[0]} against "
+                                  f"{said[1]}); set side by side comparisons of the same test sets")
             return split
     raise ConfigError(f"the two comparisons share no test split ({', '.join(first['splits'])} against "
                       f"{', '.join(second['splits'])}); compare settings scored on the same test sets")

@@ -69,6 +69,7 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
         for name, row in found.rows.items():
             models[name][split] = row
     comparison = {"baseline": baseline, "seeds": seeds, "splits": grid.splits,
+                  "test_sets": {split: test_set_record(test_sets[split]["tgt"]) for split in grid.splits},
                   "length_buckets": bucket_labels(cfg.length_buckets), "tokenized": tokenized,
                   "signatures": signatures(by_split, keys), "models": models,
                   "examples": {split: found.examples for split, found in by_split.items()},
@@ -87,6 +88,13 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
     comparison["provenance"] = {"compare": stamp(started), **grid.stamps}
     write_outputs(comparison, grid)
     return comparison
+
+
+def test_set_record(references) -> dict:
+    """What names a test set beyond its split's name, which smoke sizes and another corpus share: its sentence count
+    and the sha256 of its references, a line each (nmtbench beside sets only equal ones side by side)."""
+    text = "".join(f"{line}\n" for line in references)
+    return {"sentences": len(references), "references_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
 
 
 @dataclass(frozen=True)
