@@ -465,6 +465,14 @@ def test_the_models_finished_so_far_are_compared_with_intervals_from_the_workspa
     assert main(["converge", "--baseline", "fair"]) == 2
     assert capsys.readouterr().err.strip() == ("nmtbench converge: error: --baseline: only --compare reads it; add "
                                                "--compare FOLDER, or leave --baseline out")
+    # #69: runs evaluated on other test sets (the grid's 1,000 sentences, compared in a smoke workspace) are named so
+    scores = tmp_path / "out/good/seed1/eval.json"
+    scores.write_text(json.dumps({split: {**row, "sentences": 1000} for split, row in json.loads(
+        scores.read_text()).items()}))
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(scores))}: scored 1,000 sentences of {split}, where this "
+                                          r"workspace's test set has 6; compare the runs in a workspace of the data "
+                                          r"block they were evaluated on$"):
+        compare_finished(params, tmp_path / "other", "fair", exported=tmp_path / "out")
 
 
 def test_each_run_is_evaluated_before_the_next_starts_and_named_models_go_first(tmp_path):

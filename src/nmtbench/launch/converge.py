@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 from nmtbench.config import ConfigError, LaunchConfig, Params, load_params
+from nmtbench.files import read_json
 from nmtbench.launch.converge_report import curves_table, finished_table, plot_curves, refresh_page, status_table
 from nmtbench.launch.run_state import RunProgress, finished_run, progress, recipe_difference, run_files
 from nmtbench.runs import RESULTS, RunPaths
@@ -87,6 +88,7 @@ def compare_finished(params: Params, folder: Path, baseline: str | None = None, 
             for seed in params.seeds:
                 paths = RunPaths(model, seed, Path(scratch))
                 metrics, translations = run_files(model, seed, root, exported)
+                same_test_sets(metrics[2], test_sets)
                 for target_dir, files in ((paths.metrics_dir, metrics), (paths.results_dir, translations)):
                     target_dir.mkdir(parents=True, exist_ok=True)
                     for file in files:
@@ -100,6 +102,19 @@ def compare_finished(params: Params, folder: Path, baseline: str | None = None, 
             if file.is_file():
                 shutil.copyfile(file, Path(folder) / file.name)
     return comparison
+
+
+def same_test_sets(scores: Path, test_sets) -> None:
+    """Refuse, in one line, a run scored on other test sets than this workspace's data/tokenized holds (a smoke
+    workspace comparing the grid's export): the compare stage would name the scratch copy of its translation and a
+    stage to rerun. Runs whose eval.json predates recording the count are left to the compare stage's checks."""
+    found = read_json(scores) if scores.is_file() else {}
+    for split, row in found.items():
+        sentences = row.get("sentences") if isinstance(row, dict) and split in test_sets else None
+        if sentences is not None and sentences != len(test_sets[split]):
+            raise ConfigError(f"{scores}: scored {sentences:,} sentences of {split}, where this workspace's test set "
+                              f"has {len(test_sets[split]):,}; compare the runs in a workspace of the data block "
+                              "they were evaluated on")
 
 
 def stage_order(runs: list[RunProgress], first: list[str] = ()) -> list[str]:
