@@ -4,6 +4,7 @@ command, ending where an uninterrupted run ends, scores compared exactly."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import re
@@ -38,6 +39,7 @@ from nmtbench.launch.converge_report import (
     wall_seconds,
 )
 from nmtbench.launch.run_state import progress
+from nmtbench.runs import RunPaths
 
 ROOT = Path(__file__).resolve().parents[1]
 MIRROR = os.environ.get("NMTBENCH_DATA_MIRROR")
@@ -126,6 +128,29 @@ def test_a_fresh_workspaces_status_says_its_runs_are_not_estimable_and_bounded_b
         "0 evaluated, 0 trained, 0 in progress, 0 interrupted, 2 not started; 2 run(s) to train, not yet estimable: "
         f"no epoch measured yet ({ASSUMED_EPOCHS} epochs a run assumed until one stops early; at most 4 for a, 4 for "
         "b: its max_epochs)")
+
+def test_a_training_left_running_by_a_killed_launcher_is_in_progress_and_no_launch_starts_beside_it(
+        tmp_path, monkeypatch):
+    """#69: after a SIGKILL of the converge driver alone, its training ran on; the rerun called the run interrupted,
+    failed it on the run's lock and started the next model beside it."""
+    import nmtbench.launch
+
+    monkeypatch.chdir(tmp_path)
+    params = grid({"a": RNN, "b": TRANSFORMER})
+    write_run(tmp_path, "a", curve=[(5, 1.0, 300.0, 1.0)])
+    lock = RunPaths("a", 1, tmp_path).train_lock
+    lock.parent.mkdir(parents=True)
+    lock.write_text(f"{os.getpid()}\n")  # a live process holds the run's training lock
+    assert [(run.state, run.training_pid) for run in progress(params, tmp_path)] == [
+        ("in progress", os.getpid()), ("not started", 0)]
+    launched = []
+    monkeypatch.setattr(nmtbench.launch, "launch", lambda cfg, **kwargs: launched.append(kwargs) or 0)
+    with pytest.raises(ConfigError, match=rf"^nmtbench converge: a seed 1 still training \(pid {os.getpid()}\) from "
+                                          rf"a launch that was stopped; wait for it or stop it \(kill {os.getpid()}\), "
+                                          r"then rerun$"):
+        converge(params, out=io.StringIO())
+    assert launched == []
+
 
 def test_the_status_columns_line_up_under_a_name_longer_than_the_column(tmp_path):
     long = "lstm_attention_additive_unidirectional"

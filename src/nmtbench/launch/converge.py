@@ -11,9 +11,10 @@ import tempfile
 from pathlib import Path
 
 from nmtbench.config import ConfigError, LaunchConfig, Params, load_params
-from nmtbench.files import read_json
+from nmtbench.files import lock_owner, read_json, running
 from nmtbench.launch.converge_report import curves_table, finished_table, plot_curves, refresh_page, status_table
 from nmtbench.launch.run_state import RunProgress, finished_run, progress, recipe_difference, run_files
+from nmtbench.launch.scheduler import FOLDER
 from nmtbench.runs import RESULTS, RunPaths
 
 
@@ -117,6 +118,19 @@ def same_test_sets(scores: Path, test_sets) -> None:
                               "they were evaluated on")
 
 
+def refuse_orphans(runs: list[RunProgress]) -> None:
+    """Refuse, in one line, to launch while a training of the grid runs on from a launcher killed alone (its lock
+    would fail that run, and the next model would start beside it: two trainings under one job). While the launcher
+    itself runs, its lock refuses the launch."""
+    launcher = lock_owner(FOLDER / "launch.lock")
+    orphans = [run for run in runs if run.training_pid and not (launcher and running(launcher))]
+    if orphans:
+        pids = " ".join(str(run.training_pid) for run in orphans)
+        raise ConfigError(f"nmtbench converge: {', '.join(f'{run.model} seed {run.seed}' for run in orphans)} still "
+                          f"training (pid {pids}) from a launch that was stopped; wait for it or stop it (kill "
+                          f"{pids}), then rerun")
+
+
 def stage_order(runs: list[RunProgress], first: list[str] = ()) -> list[str]:
     """Each run's training, then its evaluation, run by run (the models `first` first, in that order, then the rest
     in params.yaml's), then the comparison: the launcher starts the first ready stage of this list, so a run is
@@ -182,6 +196,7 @@ def converge(params: Params, jobs: int | None = None, first: list[str] = (), sta
     print(status_table(runs, cfg.jobs), file=out)
     if status_only:
         return 0
+    refuse_orphans(runs)
     order = stage_order(runs, first)
     if "compare" not in order:
         print(f"nmtbench converge: the runs exported to {exported} are not trained here, so the compare stage does "

@@ -33,6 +33,7 @@ class RunProgress:
     max_steps: int | None = None
     patience: int = 0  # train.early_stopping_patience: the validations without a better one that stop it
     best_epoch: float | None = None  # an unfinished run's best validation so far by its early-stopping metric
+    training_pid: int = 0  # the process training it now (its run lock's), 0 for none
 
     @property
     def seconds_per_epoch(self) -> float | None:
@@ -83,6 +84,9 @@ def progress(params: Params, root: Path = Path("."), exported: Path | None = Non
                     bleus = [float(row["val_bleu"]) for row in rows if row["val_bleu"] not in ("", None)]
                     run.best_val_bleu = max(bleus) if bleus else None
                     run.best_epoch = best_epoch(rows, recipe.early_stopping_metric)
+            owner = lock_owner(paths.train_lock)
+            if not run.training_done and owner and alive(owner):  # a launcher killed alone leaves its training on
+                run.state, run.training_pid = "in progress", owner
             elsewhere = finished_run(model, seed, root, exported) if exported and run.state == "not started" else None
             if elsewhere:
                 same_recipe(params, exported_params or params, model, seed, exported)
