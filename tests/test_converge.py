@@ -27,7 +27,7 @@ from nmtbench.config import ConfigError, parse_params
 from nmtbench.evaluation.compare import load_runs
 from nmtbench.evaluation.compute import flops_curve
 from nmtbench.evaluation.scoring import score
-from nmtbench.launch.converge import compare_finished, converge, export_finished, stage_order
+from nmtbench.launch.converge import compare_finished, converge, covers_export, export_finished, stage_order
 from nmtbench.launch.converge_report import (
     ASSUMED_EPOCHS,
     curves_table,
@@ -416,6 +416,10 @@ def test_an_export_is_merged_into_only_by_a_workspace_that_trains_its_runs_alike
                                           r"params than this workspace's \(hidden_dim\); export to a folder"):
         export_finished(progress(smaller, tmp_path), export, tmp_path)
     assert {file: file.read_bytes() for file in export.rglob("*") if file.is_file()} == before
+    alone = params.model_copy(update={"models": {"new": TRANSFORMER}})  # a smoke workspace of one model
+    with pytest.raises(ConfigError, match=r"^--export .*export: its params.yaml has models old, which this "
+                                          r"workspace's lacks; export to a folder of its own"):
+        covers_export(alone, export)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params.model_dump(mode="json")))
     assert export_finished(progress(params, tmp_path), export, tmp_path) == ["new-1"]
     assert (export / "old/seed1/train.json").is_file() and (export / "new/seed1/train.json").is_file()

@@ -47,10 +47,11 @@ def covers_export(params: Params, folder: Path) -> None:
     if not there.is_file():
         return
     recipe, fix = load_params(there), "export to a folder of its own, or from a workspace of that recipe"
-    lacking = [str(seed) for seed in recipe.seeds if seed not in params.seeds]
-    if lacking:
-        raise ConfigError(f"--export {folder}: its params.yaml has seeds {', '.join(lacking)}, which this workspace's "
-                          f"lacks; {fix}")
+    for part, lacking in (("seeds", [str(seed) for seed in recipe.seeds if seed not in params.seeds]),
+                          ("models", [model for model in recipe.models if model not in params.models])):
+        if lacking:
+            raise ConfigError(f"--export {folder}: its params.yaml has {part} {', '.join(lacking)}, which this "
+                              f"workspace's lacks; {fix}")
     for model in recipe.models:
         for seed in recipe.seeds:
             differ = recipe_difference(params, recipe, model, seed)
