@@ -19,7 +19,8 @@ def contrast(question, model, other, difference, ci):
 
 DOMHAN = "Domhan (ACL 2018), How Much Attention Do You Need?: self-attention matters more in the encoder"
 # margin 0: one seed's interval alone decides here (the rule itself: test_an_older_comparison_is_read_with_the_margin)
-EQUAL = {"splits": ["t16"], "seeds": [42], "rerun_margin": 0.0, "models": scored(a={"t16": 30.0}, b={"t16": 28.0}, c={"t16": 20.0}),
+EQUAL = {"splits": ["t16"], "seeds": [42], "rerun_margin": 0.0,
+         "models": scored(a={"t16": 30.0}, b={"t16": 28.0}, c={"t16": 20.0}),
          "verdict": [contrast("a vs b", "a", "b", 2.0, [1.0, 3.0]), contrast("c vs a", "c", "a", -10.0, [-11.0, -9.0]),
                      contrast("best", "a", "c", 10.0, [9.0, 11.0])],
          "findings": [{"finding": DOMHAN, "verdict": "does not hold here"}]}
@@ -144,13 +145,32 @@ def test_the_command_prints_and_writes_the_page(specs, tmp_path, capsys):
     ("x={tmp}/missing.json", "{tmp}/missing.json: no such file; run the compare stage there first"),
     ("x={tmp}/corrupt.json", "{tmp}/corrupt.json: not a comparison.json (Expecting value, line 1); rerun"),
     ("x={tmp}/other.json", "{tmp}/other.json: not a comparison.json (no splits and models)"),
+    # #69: a file in another encoding, and a row without its BLEU, named with the file
+    ("x={tmp}/latin.json", "{tmp}/latin.json: not a comparison.json (not UTF-8 text: invalid start byte at byte 1"),
+    ("x={tmp}/unscored.json", "{tmp}/unscored.json: not a comparison.json the compare stage wrote (gru on t16 without "
+                              "a BLEU mean); rerun"),
 ])
 def test_bad_input_is_refused_in_one_line(tmp_path, spec, message):
     (tmp_path / "corrupt.json").write_text("oops")
+    (tmp_path / "latin.json").write_bytes(b'"\xff"')
+    (tmp_path / "unscored.json").write_text(json.dumps({"splits": ["t16"], "models": {"gru": {"t16": {"chrf": 50}}}}))
     (tmp_path / "other.json").write_text('{"models": {}}')
     with pytest.raises(ConfigError) as refused:
         markdown([spec.format(tmp=tmp_path), spec.format(tmp=tmp_path)])
     assert str(refused.value).startswith(message.format(tmp=tmp_path))
+
+
+def test_comparisons_of_different_test_sets_under_one_name_are_refused(tmp_path):
+    """#69: a smoke workspace's 40 sentences were set beside the 1,000 of the converged grid, matched by name."""
+    for name, sentences, digest in (("one", 1000, "a" * 64), ("two", 40, "b" * 64), ("same", 1000, "a" * 64)):
+        (tmp_path / f"{name}.json").write_text(json.dumps({
+            "splits": ["t16"], "models": {}, "test_sets": {"t16": {"sentences": sentences,
+                                                                   "references_sha256": digest}}}))
+    with pytest.raises(ConfigError, match=r"^the two comparisons scored different test sets named t16 \(1,000 "
+                                          r"sentences, references aaaaaaaaaaaa against 40 sentences, references "
+                                          r"bbbbbbbbbbbb\); set side by side comparisons of the same test sets$"):
+        markdown([f"one={tmp_path / 'one.json'}", f"two={tmp_path / 'two.json'}"])
+    assert markdown([f"one={tmp_path / 'one.json'}", f"same={tmp_path / 'same.json'}"]).startswith("# one beside same")
 
 
 def test_comparisons_without_a_common_test_split_are_refused(tmp_path):

@@ -71,6 +71,9 @@ def run_compare(root, seeds, cfg=CFG, models=("transformer", "rnn")):
 def test_scores_are_mean_and_sd_over_seeds(root):
     result = run_compare(root, [1, 2])
     assert (result["baseline"], result["seeds"], result["splits"]) == ("rnn", [1, 2], [SPLIT])
+    # #69: the test set scored, beyond its name, for nmtbench beside
+    assert result["test_sets"] == {SPLIT: {"sentences": len(REFERENCES), "references_sha256": hashlib.sha256(
+        "".join(f"{line}\n" for line in REFERENCES).encode()).hexdigest()}}
     for name in ("transformer", "rnn"):
         for metric in ("bleu", "bleu_lc", "chrf", "ter"):
             values = [score(OUTPUTS[name, seed], REFERENCES)[metric] for seed in (1, 2)]

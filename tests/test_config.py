@@ -64,6 +64,11 @@ def test_default_params_load():
      "train.early_stopping_metric: 'chrf' is not valid; choose one of loss, bleu"),
     ({"train": {"val_bleu_sentences": -1}}, "train.val_bleu_sentences: must be >= 0"),
     ({"trian": {}}, "params: unknown block(s) trian"),
+    # #69: the number YAML reads as text is written for it, and the valid blocks leave out model_train, refused too
+    ({"train": {"lr": "1e-3"}}, "train.lr: expected float, got '1e-3' (YAML reads 1e-3 as text, not a number); "
+                                "write 1.0e-3"),
+    ({"train": {"budget": {"kind": "flops", "value": "2.0e15"}}}, "got '2.0e15' (YAML reads 2.0e15 as text, not a "
+                                                                  "number); write 2.0e+15"),
     ({"analyze": {"device": "tpu"}}, "analyze.device: 'tpu' is not valid; choose one of cpu, cuda"),
     ({"analyze": {"lengths": [8]}}, "analyze.lengths: expected at least two positive integers"),
     ({"analyze": {"roles": {"rnn": "gpt"}}}, "analyze.roles.rnn: 'gpt' is not valid; choose one of rnn, gru"),
@@ -247,3 +252,11 @@ def test_the_published_profiles_set_the_papers_text_and_each_models_recipe(profi
     for name, block in params.models.items():
         model_config(name, block)
     assert params.for_model("gru_attention").train.lr == (0.002 if len(profiles) > 1 else 0.0004)
+
+
+def test_the_valid_blocks_named_for_an_unknown_one_are_all_accepted():
+    """#69: model_train, a field the models' own train keys fill, was listed as valid, and refused when given."""
+    with pytest.raises(ConfigError) as error:
+        parse_params(merge(raw(), {"trian": {}}))
+    valid = str(error.value).split("valid blocks are ")[1].split(", ")
+    assert "train" in valid and "model_train" not in valid

@@ -4,8 +4,10 @@ command, ending where an uninterrupted run ends, scores compared exactly."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -22,8 +24,10 @@ from datasets import Dataset, DatasetDict
 from helpers.project import keep_models, pipeline_env, scores
 from nmtbench.cli import main
 from nmtbench.config import ConfigError, parse_params
+from nmtbench.evaluation.compare import load_runs
+from nmtbench.evaluation.compute import flops_curve
 from nmtbench.evaluation.scoring import score
-from nmtbench.launch.converge import compare_finished, converge, export_finished, stage_order
+from nmtbench.launch.converge import compare_finished, converge, covers_export, export_finished, stage_order
 from nmtbench.launch.converge_report import (
     ASSUMED_EPOCHS,
     curves_table,
@@ -35,6 +39,7 @@ from nmtbench.launch.converge_report import (
     wall_seconds,
 )
 from nmtbench.launch.run_state import progress
+from nmtbench.runs import RunPaths
 
 ROOT = Path(__file__).resolve().parents[1]
 MIRROR = os.environ.get("NMTBENCH_DATA_MIRROR")
@@ -113,6 +118,40 @@ def test_before_any_run_stops_early_an_assumed_epoch_count_is_said_and_unmeasure
     assert status_table(runs, jobs=1).endswith(f"({ASSUMED_EPOCHS} epochs a run assumed until one stops early)")
 
 
+
+def test_a_fresh_workspaces_status_says_its_runs_are_not_estimable_and_bounded_by_their_max_epochs(tmp_path):
+    """#69: a fresh smoke workspace said "about 0.0 h of training left", "21 epochs a run assumed" while its
+    max_epochs was 4."""
+    params = grid({"a": RNN, "b": TRANSFORMER})
+    params = params.model_copy(update={"train": params.train.model_copy(update={"max_epochs": 4})})
+    assert status_table(progress(params, tmp_path), jobs=1).splitlines()[-1] == (
+        "0 evaluated, 0 trained, 0 in progress, 0 interrupted, 2 not started; 2 run(s) to train, not yet estimable: "
+        f"no epoch measured yet ({ASSUMED_EPOCHS} epochs a run assumed until one stops early; at most 4 for a, 4 for "
+        "b: its max_epochs)")
+
+def test_a_training_left_running_by_a_killed_launcher_is_in_progress_and_no_launch_starts_beside_it(
+        tmp_path, monkeypatch):
+    """#69: after a SIGKILL of the converge driver alone, its training ran on; the rerun called the run interrupted,
+    failed it on the run's lock and started the next model beside it."""
+    import nmtbench.launch
+
+    monkeypatch.chdir(tmp_path)
+    params = grid({"a": RNN, "b": TRANSFORMER})
+    write_run(tmp_path, "a", curve=[(5, 1.0, 300.0, 1.0)])
+    lock = RunPaths("a", 1, tmp_path).train_lock
+    lock.parent.mkdir(parents=True)
+    lock.write_text(f"{os.getpid()}\n")  # a live process holds the run's training lock
+    assert [(run.state, run.training_pid) for run in progress(params, tmp_path)] == [
+        ("in progress", os.getpid()), ("not started", 0)]
+    launched = []
+    monkeypatch.setattr(nmtbench.launch, "launch", lambda cfg, **kwargs: launched.append(kwargs) or 0)
+    with pytest.raises(ConfigError, match=rf"^nmtbench converge: a seed 1 still training \(pid {os.getpid()}\) from "
+                                          rf"a launch that was stopped; wait for it or stop it \(kill {os.getpid()}\), "
+                                          r"then rerun$"):
+        converge(params, out=io.StringIO())
+    assert launched == []
+
+
 def test_the_status_columns_line_up_under_a_name_longer_than_the_column(tmp_path):
     long = "lstm_attention_additive_unidirectional"
     lines = status_table(progress(grid({"rnn": RNN, long: RNN}), tmp_path), jobs=1).splitlines()[:3]
@@ -145,7 +184,8 @@ def test_a_recipe_with_an_update_limit_is_expected_to_train_to_it_and_every_run_
     # ceiling: 10 epochs expected, but its max_epochs 4 ends it: 3 more at 30 s
     assert expected == 10 and left == {("capped", 1): 18 * 60.0, ("ceiling", 1): 3 * 30.0}
     assert status_table(runs, jobs=1).endswith(
-        "(10 epochs a run, from the runs here that stopped early; capped to its update limit)")
+        "(10 epochs a run, from the runs here that stopped early; capped to its update limit; at most 4 for ceiling: "
+        "its max_epochs)")
 
 
 def test_a_run_that_early_stopping_ended_at_its_update_limit_says_nothing_of_how_long_the_others_take(tmp_path):
@@ -203,6 +243,11 @@ def test_every_runs_curve_so_far_is_drawn_against_flops_with_the_families_swap(t
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="no run has validated yet"):
         plot_curves(grid({"kin": TRANSFORMER}), tmp_path / "none.png", tmp_path)
+    page = tmp_path / "page.md"  # #69: make converge PLOT=<a results page> is refused, the page kept
+    page.write_text("# Runs\n")
+    with pytest.raises(ConfigError, match=r"^--plot .*page.md: the plot is a PNG picture; give a path ending in .png$"):
+        converge(params, plot=page)
+    assert page.read_text() == "# Runs\n"
 
 
 def test_the_plot_marks_the_flop_budget_of_the_params_that_have_one(tmp_path, monkeypatch):
@@ -232,6 +277,64 @@ def test_the_evaluated_runs_small_outputs_are_exported_to_be_committed(tmp_path)
     assert sorted(p.name for p in (tmp_path / "out/done/seed1").iterdir()) == [
         "eval.json", "learning_curve.csv", "test_2016_flickr.txt", "train.json"]
     assert not (tmp_path / "out/half").exists()
+
+
+
+def test_a_truncated_train_or_eval_json_is_named_with_its_fix_wherever_it_is_read(tmp_path):
+    """#69: a train.json or eval.json cut short gives one line naming the file and the fix under --status (and make
+    converge), --table (make headline), --export (which copies nothing of it) and the compare stage, not json's
+    bare words."""
+    params = grid({"done": RNN})
+    write_run(tmp_path, "done", {"epochs": 2, "train_seconds": 10.0, "params": 1000, "stopped_by": "early_stopping"},
+              curve=[(5, 1.0, 5.0, 10.5)], evaluated=True)
+    folder = tmp_path / "metrics/done/seed1"
+
+    def damaged(name: str) -> str:
+        return rf"^{re.escape(str(folder / name))} is not valid JSON \(.* at line 1\); delete it and rerun the stage"
+
+    (folder / "eval.json").write_text('{"test_2016_flickr": {"bleu": 3')
+    with pytest.raises(ConfigError, match=damaged("eval.json") + " that writes it$"):
+        finished_table(params, tmp_path)
+    with pytest.raises(ConfigError, match=damaged("eval.json")):
+        export_finished(progress(params, tmp_path), tmp_path / "out", tmp_path)
+    assert not (tmp_path / "out/done").exists()
+    (folder / "train.json").write_text('{"epochs": 2, "stopp')
+    with pytest.raises(ConfigError, match=damaged("train.json")):
+        progress(params, tmp_path)
+    with pytest.raises(ConfigError, match=damaged("train.json").removesuffix("rerun the stage") + "run `dvc repro "
+                       "train@done-1`$"):
+        load_runs(["done"], [1], tmp_path)
+
+
+def test_a_learning_curve_cut_mid_row_is_named_wherever_it_is_read(tmp_path):
+    """#69: a curve cut in its last row fed --curves, --plot and --compare an epoch short, and --table (make
+    headline) a TypeError; each now names the file and line."""
+    params = grid({"done": RNN})
+    write_run(tmp_path, "done", {"epochs": 2, "train_seconds": 10.0, "params": 1000, "stopped_by": "early_stopping"},
+              curve=[(5, 1.0, 5.0, 10.5), (10, 2.0, 10.0, 11.5)], evaluated=True)
+    curve = tmp_path / "metrics/done/seed1/learning_curve.csv"
+    whole = curve.read_text()
+    curve.write_text(whole[:-20])
+    refusal = rf"^{re.escape(str(curve))}: line 3 is cut short \(5 of 9 columns, or no line end\); restore it"
+    for read in (lambda: curves_table(params, tmp_path), lambda: finished_table(params, tmp_path),
+                 lambda: plot_curves(params, tmp_path / "curves.png", tmp_path), lambda: flops_curve(curve)):
+        with pytest.raises(ConfigError, match=refusal):
+            read()
+    assert not (tmp_path / "curves.png").exists()
+    curve.write_text(whole[:-1])  # a last row whole but for its line end: a cut too
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(curve))}: line 3 is cut short"):
+        curves_table(params, tmp_path)
+
+
+def test_an_exported_run_missing_its_eval_json_is_named_not_dropped_from_the_table(tmp_path):
+    """#69: make headline left such a run out of the README's table while its picture still drew it."""
+    params = grid({"done": RNN})
+    export = export_of(tmp_path, params, {"done": {"epochs": 2, "train_seconds": 10.0}})
+    (export / "done/seed1/eval.json").unlink()
+    for read in (lambda: finished_table(params, exported=export), lambda: progress(params, tmp_path, export, params)):
+        with pytest.raises(ConfigError, match=rf"^{re.escape(str(export))}/done/seed1/eval.json: missing beside "
+                                              r"train.json; restore it \(git checkout .*\) or export the run again"):
+            read()
 
 
 def test_the_curves_and_plot_read_back_from_an_export_are_the_workspaces(tmp_path):
@@ -299,6 +402,29 @@ def test_an_export_carries_the_workspaces_params_and_from_reads_the_table_with_t
     assert "| old | 1,000 | 2 (1) | 5 | 5.00e+09 | early_stopping | - |" in capsys.readouterr().out
 
 
+def test_an_export_is_merged_into_only_by_a_workspace_that_trains_its_runs_alike(tmp_path):
+    """#69: --export into a folder holding another recipe's runs (the committed grid, from a smoke workspace) is
+    refused, every file there unchanged; from a workspace of that recipe, its runs join the ones there."""
+    params = grid({"old": RNN, "new": TRANSFORMER})
+    export = export_of(tmp_path, params, {"old": {"epochs": 2, "train_seconds": 10.0}})
+    smaller = params.model_copy(update={"models": {**params.models, "old": {**RNN, "hidden_dim": 8}}})
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(smaller.model_dump(mode="json")))
+    write_run(tmp_path, "new", {"epochs": 1, "train_seconds": 5.0}, curve=[(5, 1.0, 5.0, 9.0)], evaluated=True)
+    (tmp_path / "results/new/seed1").mkdir(parents=True)
+    before = {file: file.read_bytes() for file in export.rglob("*") if file.is_file()}
+    with pytest.raises(ConfigError, match=r"^--export .*export: its params.yaml trains old seed 1 with other model "
+                                          r"params than this workspace's \(hidden_dim\); export to a folder"):
+        export_finished(progress(smaller, tmp_path), export, tmp_path)
+    assert {file: file.read_bytes() for file in export.rglob("*") if file.is_file()} == before
+    alone = params.model_copy(update={"models": {"new": TRANSFORMER}})  # a smoke workspace of one model
+    with pytest.raises(ConfigError, match=r"^--export .*export: its params.yaml has models old, which this "
+                                          r"workspace's lacks; export to a folder of its own"):
+        covers_export(alone, export)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params.model_dump(mode="json")))
+    assert export_finished(progress(params, tmp_path), export, tmp_path) == ["new-1"]
+    assert (export / "old/seed1/train.json").is_file() and (export / "new/seed1/train.json").is_file()
+
+
 REFERENCES = ["Ein Hund rennt .", "Zwei Kinder spielen im Schnee .", "Eine Frau liest ein Buch .",
               "Ein Mann fährt Rad .", "Drei Vögel sitzen auf einem Ast .", "Ein Junge springt ins Wasser ."]
 OUTPUTS = {"good": REFERENCES,
@@ -340,6 +466,10 @@ def test_the_models_finished_so_far_are_compared_with_intervals_from_the_workspa
     with pytest.raises(ConfigError, match="^nmtbench converge --compare: the baseline half has not finished; name a "
                                           "finished model with --baseline: good, fair, poor$"):
         compare_finished(params, tmp_path / "so-far", root=tmp_path)
+    # #69: a name that is no model is a typo, not a model still training
+    with pytest.raises(ConfigError, match="^nmtbench converge --compare: the baseline bogus is not a model of the "
+                                          "params; name one with --baseline: half, good, fair, poor$"):
+        compare_finished(params, tmp_path / "so-far", "bogus", root=tmp_path)
     comparison = compare_finished(params, tmp_path / "so-far", "fair", root=tmp_path)
     assert sorted(path.name for path in (tmp_path / "so-far").iterdir()) == [
         "bleu.json", "comparison.json", "comparison.md", "flops_curves.csv"]
@@ -364,6 +494,14 @@ def test_the_models_finished_so_far_are_compared_with_intervals_from_the_workspa
     assert main(["converge", "--baseline", "fair"]) == 2
     assert capsys.readouterr().err.strip() == ("nmtbench converge: error: --baseline: only --compare reads it; add "
                                                "--compare FOLDER, or leave --baseline out")
+    # #69: runs evaluated on other test sets (the grid's 1,000 sentences, compared in a smoke workspace) are named so
+    scores = tmp_path / "out/good/seed1/eval.json"
+    scores.write_text(json.dumps({split: {**row, "sentences": 1000} for split, row in json.loads(
+        scores.read_text()).items()}))
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(scores))}: scored 1,000 sentences of {split}, where this "
+                                          r"workspace's test set has 6; compare the runs in a workspace of the data "
+                                          r"block they were evaluated on$"):
+        compare_finished(params, tmp_path / "other", "fair", exported=tmp_path / "out")
 
 
 def test_each_run_is_evaluated_before_the_next_starts_and_named_models_go_first(tmp_path):
@@ -487,14 +625,36 @@ def test_a_results_page_has_its_marked_blocks_rewritten_and_its_prose_kept(tmp_p
     before = page.read_text()
     refresh_page(params, page, 2, tmp_path, export, params, params)
     assert page.read_text() == before
-    page.write_text("# Runs\n\n<!-- converge:curves -->\n")  # no end
+    page.write_text("# Runs\n\nNo block.\n")
     with pytest.raises(ConfigError, match=r"^--page .*page.md: no block to refresh; mark one with"):
         refresh_page(params, page, 2, tmp_path, export, params, params)
+    # #69: a block without its end marker, before another block or the page's end, is refused, the page unchanged
+    for text, before in (("<!-- converge:table -->\nProse.\n<!-- converge:table -->\nold\n<!-- /converge:table -->\n",
+                          "the next block"), ("# Runs\n\n<!-- converge:curves -->\n", "the end of the page")):
+        page.write_text(text)
+        refusal = rf"^--page .*page.md: <!-- converge:(\w+) --> has no <!-- /converge:\1 --> before {before}; add it"
+        with pytest.raises(ConfigError, match=refusal + " on a line of its own where the block ends$"):
+            refresh_page(params, page, 2, tmp_path, export, params, params)
+        assert page.read_text() == text
     page.write_text("<!-- converge:plot -->\n<!-- /converge:plot -->\n")
     with pytest.raises(ConfigError, match=r"names no picture"):
         refresh_page(params, page, 2, tmp_path, export, params, params)
     with pytest.raises(ConfigError, match=r"^--page .*absent.md: no such file"):
         refresh_page(params, tmp_path / "absent.md", 2, tmp_path, export, params, params)
+
+
+def test_an_export_without_its_params_is_refused_whatever_reads_it(tmp_path, monkeypatch, capsys):
+    """#69: without the recipe its runs trained with, an export's runs were taken for this workspace's (shown as
+    done and never trained here), and make headline read them with the checkout's params."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    params = parse_params(yaml.safe_load((ROOT / "params.yaml").read_text()))
+    (export_of(tmp_path, params, {"rnn": {"epochs": 20, "train_seconds": 6869.0}}) / "params.yaml").unlink()
+    for reading in ([], ["--table"], ["--status"]):
+        assert main(["converge", "--from", "export", *reading]) == 2
+        assert capsys.readouterr().err.strip() == (
+            "nmtbench converge: error: --from export: no params.yaml, the recipe its runs trained with (--export "
+            "copies it there); put it back from where they were exported, or leave --from out")
 
 
 def test_make_converge_from_an_export_trains_only_what_it_lacks(tmp_path, monkeypatch, capsys):

@@ -126,6 +126,36 @@ def test_it_runs_what_is_missing_and_what_waits_for_a_rerun_keeping_the_persiste
     assert len((folder / "kept2" / "runs").read_text().split()) == 1
 
 
+def test_a_stage_that_fails_gets_its_outputs_back_and_reruns_next_time_if_it_was_stale(tmp_path):
+    """#69: without dvc's cache, a stage's outputs are moved aside while it runs, deleted once it succeeded and put
+    back if it failed (they were deleted before it ran); one that failed on a rerun upstream stays out of date."""
+    folder = toy(tmp_path, "stages:\n  a:\n    cmd: echo a > a.txt\n    outs: [a.txt]\n  b:\n"
+                           "    cmd: test -f go && date +%N > b.txt && date +%N > b2.txt\n    deps: [a.txt]\n"
+                           "    outs: [b.txt, b2.txt]\n")
+    (folder / "go").touch()
+    assert run(folder)[0] == 0
+    first = (folder / "b.txt").read_text()
+    (folder / "go").unlink()
+    (folder / "b2.txt").unlink()
+    code, printed = run(folder, ["b"], single_item=True)
+    assert code == 1 and "FAILED: b" in printed
+    assert (folder / "b.txt").read_text() == first and not (folder / "b2.txt").exists()
+    assert sorted(path.name for path in folder.iterdir()) == ["a.txt", "b.txt", "dvc.yaml", "kept1", "kept2",
+                                                              "launch", "params.yaml"]
+    (folder / "go").touch()
+    assert run(folder)[0] == 0
+    second = {name: (folder / name).read_text() for name in ("b.txt", "b2.txt")}
+    (folder / "go").unlink()
+    (folder / "a.txt").unlink()
+    code, printed = run(folder)
+    assert code == 1 and ran(printed) == ["a"]
+    assert {name: (folder / name).read_text() for name in ("b.txt", "b2.txt")} == second  # back, though stale
+    (folder / "go").touch()
+    code, printed = run(folder)
+    assert code == 0 and ran(printed) == ["b"]  # every output there, a up to date: b reruns, having failed on a's
+    assert run(folder)[1].count("up to date: ") == 2
+
+
 def test_single_item_runs_the_named_stages_alone(tmp_path):
     folder = toy(tmp_path)
     code, printed = run(folder, ["b@1"], single_item=True)

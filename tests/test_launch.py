@@ -23,7 +23,7 @@ from nmtbench.config import ConfigError, LaunchConfig, SlurmConfig, TrainConfig,
 from nmtbench.launch import launch
 from nmtbench.launch.dvcfile import Stage
 from nmtbench.launch.jobs import job_env, local_slots, slot_gpus, slurm_tasks, threads_per_job
-from nmtbench.launch.scheduler import LaunchLock, alive, preference_ranks
+from nmtbench.launch.scheduler import LaunchLock, Loop, Running, alive, preference_ranks
 
 # a fans out to b@1 and b@2, which c joins; b sleeps so that both b run at once
 TOY = """
@@ -247,6 +247,36 @@ stages:
     assert code == 0 and "started: train" in printed
     assert (tmp_path / "done.txt").read_text() == "started\nresumed\n"
     assert "Data and pipelines are up to date." in run("dvc", "status").stdout
+
+
+def test_a_second_signal_while_the_jobs_are_cancelled_cancels_them_all(tmp_path):
+    """#69: `timeout 60 make converge` said "cancelled 1 job(s)" while the training went on: make passed a second
+    SIGTERM on, which cut the cancelling short."""
+    class Job:
+        cancelled = False
+
+        def done(self):
+            return False
+
+        def cancel(self, check=False):
+            os.kill(os.getpid(), signal.SIGTERM)  # the second signal, arriving while the first is handled
+            self.cancelled = True
+
+    class Pipeline:
+        def prepare(self, name):
+            raise KeyboardInterrupt  # the first signal
+
+    jobs = [Job(), Job()]
+    loop = Loop(LaunchConfig(), tmp_path, "local", [], 3, None, Pipeline(), [Stage("c", "true", frozenset())],
+                io.StringIO(), None, None)
+    loop.running = {f"job{i}": Running(job, i) for i, job in enumerate(jobs)}
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        assert loop.run() == 130
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+    assert [job.cancelled for job in jobs] == [True, True]
 
 
 def test_a_second_launch_in_one_workspace_refuses_in_one_line(tmp_path):

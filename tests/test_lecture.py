@@ -2,6 +2,7 @@
 the notebook itself runs end to end on the smoke pipeline in tests/test_pipeline.py."""
 import json
 import math
+import re
 import shutil
 import subprocess
 from types import SimpleNamespace
@@ -68,6 +69,31 @@ def test_open_workspace_names_the_make_target_of_every_missing_output(tmp_path):
     assert (ws.root, ws.seed, ws.split, ws.comparison) == (tmp_path, 42, SPLIT, COMPARISON)
     assert ws.params == load_params(ROOT / "params.yaml")
     assert ws.run("gru").checkpoint == tmp_path / "models/gru/seed42/best.ckpt"
+
+
+def test_the_notebook_shows_a_stage_not_run_yet_in_one_line(tmp_path, capsys):
+    """#69: docs/notebook.md promises one line; IPython showed the frames that raised it."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.user_ns.update(lecture=lecture, folder=str(tmp_path))
+    assert not shell.run_cell("lecture.open_workspace(folder)").success
+    assert capsys.readouterr().out == (f"NotRunYet: {tmp_path} has no params.yaml, so it is no workspace: `make "
+                                       "smoke` in the project builds runs/smoke, or name the project's own folder "
+                                       "after `make repro`\n")
+
+
+def test_open_workspace_names_a_truncated_comparison_and_its_make_target(tmp_path):
+    """#69: a comparison.json cut short is the notebook's one line naming it, not a bare JSONDecodeError."""
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    (tmp_path / "results").mkdir()
+    for name, text in (("comparison.json", json.dumps(COMPARISON)[:40]), ("flops_curves.csv", "run\n"),
+                       ("claims.json", "{}")):
+        (tmp_path / "results" / name).write_text(text)
+    with pytest.raises(NotRunYet) as refused:
+        lecture.open_workspace(tmp_path)
+    assert re.fullmatch(rf"{re.escape(str(tmp_path))}/results/comparison.json is not valid JSON \(.*\); delete it "
+                        rf"and rerun `make repro` in {re.escape(str(tmp_path))}", str(refused.value))
 
 
 def test_the_pair_is_the_best_attention_rnn_and_transformer_on_val(tmp_path):
@@ -204,6 +230,10 @@ def test_the_translated_split_lines_up_sources_references_and_translations(make_
     with pytest.raises(NotRunYet, match="test_2016_flickr.txt is not there: the evaluation has not run; `make repro`"):
         lecture.translated_split(ws, "lstm")
     ws.run("lstm").results_dir.mkdir(parents=True)
+    ws.run("lstm").translation(SPLIT).write_text("Eine Katze.\n", encoding="utf-8")  # #69: a line short
+    with pytest.raises(NotRunYet, match=r"test_2016_flickr.txt has 1 lines for the 2 sentences of test_2016_flickr, "
+                                        r"so it is not the translation the evaluation wrote; `make repro` in "):
+        lecture.translated_split(ws, "lstm")
     ws.run("lstm").translation(SPLIT).write_text("Eine Katze.\nVögel.\n", encoding="utf-8")
     frame = lecture.translated_split(ws, "lstm")
     assert frame.drop(columns="sentence BLEU").to_dict("list") == {

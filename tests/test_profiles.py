@@ -72,6 +72,24 @@ def test_a_size_for_a_model_the_grid_no_longer_has_is_left_out_and_a_second_fami
         apply_profile(base, {"models": {"a": {"family": "cnn"}}}, names=names[:2])
 
 
+def test_a_misspelt_model_name_in_a_sizing_block_is_refused_but_a_size_for_another_recipes_model_is_not(tmp_path,
+                                                                                                      capsys):
+    """#69: `models: {transfomer: {d_model: 32}}` was left out without a word and the model trained at full size; a
+    name of the project's own files (smoke.yaml's size of a model another recipe has) still sizes nothing."""
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("models:\n  transfomer: {d_model: 32}\n")
+    argv = ["--params", str(ROOT / "params.yaml"), "workspace", str(tmp_path / "ws"), "--profile", str(typo)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"nmtbench workspace: error: models.transfomer: {typo} sizes a model the grid does not "
+                          "have; did you mean transformer? (the grid: ") and err.endswith(
+        "); fix the name, or give the block a family to add a model\n")
+    assert not (tmp_path / "ws").exists()
+    known = apply_profile({"models": {"transformer": {"family": "transformer"}}},
+                          {"models": {"transformer_tiny": {"d_model": 32}}}, known=frozenset({"transformer_tiny"}))
+    assert known == {"models": {"transformer": {"family": "transformer"}}}
+
+
 def test_a_profile_that_gives_a_hybrids_half_another_family_is_refused_as_a_second_family():
     """Merged, the new family's half was refused the keys of the old one that params.yaml set (cell, attention)."""
     base = {"models": {"h": {"family": "hybrid", "encoder": {"family": "transformer", "layers": 3},

@@ -231,6 +231,15 @@ def test_missing_model_says_which_stage_to_run(tmp_path):
         load_tokenized(tmp_path)
 
 
+def test_a_damaged_model_is_named_with_its_fix(tokenized, tmp_path):
+    """#69: a cut spm.model (in a model folder that translate reads) gave sentencepiece's RuntimeError."""
+    (tmp_path / "spm.model").write_bytes((tokenized / "spm.model").read_bytes()[:2000])
+    with pytest.raises(DataError, match=rf"^{tmp_path}/spm.model: not a sentencepiece model \(damaged or cut "
+                                        r"short\); copy it again from the tokenize stage's data/tokenized, or rerun "
+                                        r"it: dvc repro tokenize$"):
+        Tokenizer(tmp_path)
+
+
 @pytest.mark.slow
 def test_real_val_split_round_trips_exactly(tmp_path):
     """The issue's acceptance check: every val sentence of the real en-de data survives encode -> decode."""

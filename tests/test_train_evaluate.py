@@ -221,6 +221,19 @@ def test_evaluate_and_beam_sweep_score_every_sentence(trained, capfd):
         "results/beam_sweep.md").read()
 
 
+def test_the_evaluations_wall_time_covers_every_test_set(trained, monkeypatch):
+    """#69: eval.json's provenance.wall_seconds timed the last test set alone."""
+    decode = Translator.translate_ids
+
+    def slow(self, *args, **kwargs):
+        time.sleep(0.5)
+        return decode(self, *args, **kwargs)
+    monkeypatch.setattr(Translator, "translate_ids", slow)
+    evaluate(trained, "tiny")
+    saved = json.loads(Path("metrics/tiny/seed42/eval.json").read_text())
+    assert saved["provenance"]["wall_seconds"] >= 1.0 and saved["test_2016_flickr"]["decode_seconds"] >= 0.5
+
+
 def test_evaluate_keeps_one_attention_map_and_logs_every_translation(trained):
     metrics = evaluate(trained, "tiny")
     attention = json.loads(open("metrics/tiny/seed42/attention.json").read())

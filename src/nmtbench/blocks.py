@@ -82,8 +82,8 @@ def refusal(error: ValidationError, cls: type[Block], values: dict, where: str) 
     if kind == "extra_forbidden":
         noun = "key" if where else "block"  # the top level of params.yaml holds blocks
         unknown = sorted(str(e["loc"][0]) for e in error.errors() if e["type"] == kind)
-        return (f"{where or 'params'}: unknown {noun}(s) {', '.join(unknown)}; "
-                f"valid {noun}s are {', '.join(cls.model_fields)}")
+        valid = [key for key, field in cls.model_fields.items() if not field.exclude]  # not one refused if given
+        return f"{where or 'params'}: unknown {noun}(s) {', '.join(unknown)}; valid {noun}s are {', '.join(valid)}"
     field, key, value = cls.model_fields[name], f"{where}.{name}" if where else name, values.get(name)
     wrong_type = kind.endswith("_type") and kind != "model_type" and len(first["loc"]) == 1
     # a description words every error of its key but a wrong type, which the annotation words; params.yaml's own
@@ -97,7 +97,7 @@ def refusal(error: ValidationError, cls: type[Block], values: dict, where: str) 
     if kind == "literal_error":
         return f"{key}: {given!r} is not valid; choose one of {', '.join(map(str, literal_values(field.annotation)))}"
     if wrong_type:
-        return f"{key}: expected {type_names(field.annotation)}, got {value!r}"
+        return f"{key}: expected {type_names(field.annotation)}, got {value!r}{float_hint(value, field.annotation)}"
     bounds = {op: getattr(m, op) for m in field.metadata for op in ("gt", "ge", "lt", "le") if hasattr(m, op)}
     if kind.endswith("_type"):  # an item of a list or dict: name the item
         return f"{path}: expected {kind.removesuffix('_type')}, got {given!r}"
@@ -113,6 +113,21 @@ def refusal(error: ValidationError, cls: type[Block], values: dict, where: str) 
         return f"{key}: must be in {low}, {high}, got {given!r}"
     ((op, bound),) = bounds.items()
     return f"{key}: must be {'>' if op == 'gt' else '>='} {bound}, got {given!r}"
+
+
+def float_hint(value: Any, annotation) -> str:
+    """How to write a number that PyYAML read as a string: YAML 1.1's floats need a dot and a signed exponent, so
+    1e-3 is the text '1e-3' (1.0e-3 is the number); '' for any other value."""
+    if not isinstance(value, str) or float not in (annotation, *get_args(annotation)):
+        return ""
+    try:
+        float(value)
+    except ValueError:
+        return ""
+    mantissa, _, exponent = value.lower().partition("e")
+    written = (mantissa if "." in mantissa else f"{mantissa}.0") + (
+        f"e{exponent if exponent[:1] in '+-' else '+' + exponent}" if exponent else "")
+    return f" (YAML reads {value} as text, not a number); write {written}"
 
 
 def relocated(line: str, cls: type[Block], name: str, path: str) -> str:

@@ -227,6 +227,9 @@ def _converge(args):
     if args.baseline and args.compare is None:
         raise ConfigError("--baseline: only --compare reads it; add --compare FOLDER, or leave --baseline out")
     exported = args.exported and Path(args.exported) / "params.yaml"  # an export carries the params its runs had
+    if exported and exported.parent.is_dir() and not exported.is_file():  # its runs would read as this recipe's
+        raise ConfigError(f"--from {args.exported}: no params.yaml, the recipe its runs trained with (--export copies "
+                          "it there); put it back from where they were exported, or leave --from out")
     recipe = load_params(exported) if exported and exported.is_file() else None
     reading = args.curves or args.table or args.plot or args.page or args.compare is not None  # the export's runs
     params = recipe if reading and recipe else load_params(args.params)

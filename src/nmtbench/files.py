@@ -3,6 +3,7 @@ never half; and the YAML reader that refuses a key given twice."""
 from __future__ import annotations
 
 import contextlib
+import csv
 import glob
 import json
 import os
@@ -32,6 +33,14 @@ def temp_prefix(final: Path) -> str:
             else:
                 leftover.unlink(missing_ok=True)
     return f"{prefix}{os.getpid()}."
+
+
+def remove(path: Path) -> None:
+    """Delete the file, link or folder at path, if there is one."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
 
 
 def running(pid: int) -> bool:
@@ -123,6 +132,34 @@ def atomic_dir(final: Path) -> Iterator[Path]:
         shutil.rmtree(old, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def read_json(path: str | Path, fix: str = "delete it and rerun the stage that writes it") -> Any:
+    """The JSON document in path (a metrics file, a comparison); one cut short (a copy interrupted, a disk that
+    filled) or not UTF-8 becomes one line naming the file and fix, where json's own words name neither."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"{path} is not valid JSON ({error.msg} at line {error.lineno}); {fix}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path} is not UTF-8 text ({error.reason} at byte {error.start}); {fix}") from None
+
+
+def read_csv(path: str | Path, fix: str = "restore it (git or dvc checkout) or rerun the stage that writes it"
+             ) -> list[dict[str, str]]:
+    """The rows of a CSV file (a learning curve), each a dict by the header's names; one cut short (a copy
+    interrupted, a disk that filled) becomes one line naming the file, the line and fix, where csv gives a cut row's
+    missing cells as None and the readers fail far from it, or read fewer epochs than ran."""
+    text = Path(path).read_text(encoding="utf-8")
+    lines = text.splitlines()
+    header = next(csv.reader(lines[:1]), [])
+    rows = []
+    for number, cells in enumerate(csv.reader(lines[1:]), 2):
+        if len(cells) != len(header) or (number == len(lines) and not text.endswith("\n")):
+            raise ConfigError(f"{path}: line {number} is cut short ({len(cells)} of {len(header)} columns, or no "
+                              f"line end); {fix}")
+        rows.append(dict(zip(header, cells)))
+    return rows
 
 
 def read_yaml(path: str | Path) -> Any:

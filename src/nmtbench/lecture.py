@@ -22,11 +22,12 @@ import torch
 from sacrebleu.metrics import BLEU
 
 from nmtbench import figures
-from nmtbench.config import Params, load_params
+from nmtbench.config import ConfigError, Params, load_params
 from nmtbench.data.tokenizer import BOS, EOS, PAD, load_tokenized
 from nmtbench.decoding.search import BeamStep, beam_search, greedy
 from nmtbench.decoding.translator import Translator
 from nmtbench.experiments import columns_of, dvc_exp_show, scores_of
+from nmtbench.files import read_json
 from nmtbench.runs import RESULTS, RunPaths
 
 COMPARISON, FLOPS_CURVES, CLAIMS = RESULTS / "comparison.json", RESULTS / "flops_curves.csv", RESULTS / "claims.json"
@@ -36,6 +37,10 @@ NEEDED = {COMPARISON: "make repro", FLOPS_CURVES: "make repro", CLAIMS: "make cl
 
 class NotRunYet(Exception):
     """A stage output the notebook reads is missing; the message names the make target that writes it."""
+
+    def _render_traceback_(self) -> list[str]:
+        # IPython shows what this returns in place of the traceback: the notebook's cell stops with the one line
+        return [f"{type(self).__name__}: {self}"]
 
 
 @dataclass(frozen=True)
@@ -66,7 +71,11 @@ def open_workspace(folder: str | Path) -> Workspace:
     missing = [f"{path} (`{target}`)" for path, target in NEEDED.items() if not (root / path).is_file()]
     if missing:
         raise NotRunYet(f"{root} lacks {', '.join(missing)}; the make target beside each, run in {root}, writes it")
-    return Workspace(root, load_params(root / "params.yaml"), json.loads((root / COMPARISON).read_text()))
+    try:
+        comparison = read_json(root / COMPARISON, f"delete it and rerun `{NEEDED[COMPARISON]}` in {root}")
+    except ConfigError as error:  # a copy cut short: the notebook's one line, not json's traceback
+        raise NotRunYet(str(error)) from None
+    return Workspace(root, load_params(root / "params.yaml"), comparison)
 
 
 def lecture_pair(ws: Workspace) -> tuple[str, str]:
@@ -271,6 +280,9 @@ def translated_split(ws: Workspace, model: str) -> pd.DataFrame:
     if not path.is_file():
         raise NotRunYet(f"{path} is not there: the evaluation has not run; `make repro` in {ws.root}")
     hypotheses = path.read_text(encoding="utf-8").split("\n")[:-1]
+    if len(hypotheses) != len(split):  # a line lost would shift every translation off its source
+        raise NotRunYet(f"{path} has {len(hypotheses)} lines for the {len(split)} sentences of {ws.split}, so it is "
+                        f"not the translation the evaluation wrote; `make repro` in {ws.root} writes it again")
     return pd.DataFrame({"source": split["src"], "reference": split["tgt"], "hypothesis": hypotheses,
                          "sentence BLEU": list(map(sacrebleu_sentence, hypotheses, split["tgt"]))})
 

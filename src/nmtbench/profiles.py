@@ -8,6 +8,7 @@ A refresh rewrites only what nmtbench workspace wrote there and nobody changed s
 """
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
@@ -41,11 +42,12 @@ def merge(base: dict, override: dict) -> dict:
     return merged
 
 
-def apply_profile(base: dict, *profiles: dict, names: Sequence[str] = ()) -> dict:
+def apply_profile(base: dict, *profiles: dict, names: Sequence[str] = (), known: frozenset[str] | None = None) -> dict:
     """params.yaml with the profiles merged on in order, so a later one wins where two set the same key (your
     corpus, then the smoke sizes). The blocks a profile names in its list `replace` are taken from that profile
     whole instead of merged: a recipe's own grid of models (models: ...) rather than the defaults plus it.
-    names: the files, params.yaml's first, which a conflict names."""
+    names: the files, params.yaml's first, which a conflict names. known: the models the project's own files name
+    (over_models); None, without a project, takes no name for misspelt."""
     names = list(names) or ["params.yaml", *(f"profile {i}" for i in range(1, len(profiles) + 1))]
     merged, given_by = base, {}  # given_by: model (or model.encoder, .decoder) -> the file its family came from
     for name, profile in zip(names[1:], profiles):
@@ -57,17 +59,19 @@ def apply_profile(base: dict, *profiles: dict, names: Sequence[str] = ()) -> dic
         merged = {key: value for key, value in merged.items() if key not in replaced}
         if isinstance(profile.get("models"), dict):
             grid = merged["models"] if isinstance(merged.get("models"), dict) else None  # None: replaced
-            profile["models"] = over_models(grid, profile["models"], given_by, names[0], name)
+            profile["models"] = over_models(grid, profile["models"], given_by, names[0], name, known)
         merged = merge(merged, profile)
     return merged
 
 
-def over_models(models: dict | None, blocks: dict, given_by: dict, first: str, name: str) -> dict:
+def over_models(models: dict | None, blocks: dict, given_by: dict, first: str, name: str,
+                known: frozenset[str] | None = None) -> dict:
     """The model blocks of profile `name` that apply to the models merged so far (None: the profile gives the grid
     whole). A block without a family sizes a model: one for a model there is none of (a profile before replaced
-    the grid) sizes nothing and is left out, so the smoke sizes go with every recipe. A block that gives a model, or
-    a hybrid's half, another family conflicts with the file that gave the first: merged, the new family would be
-    refused the keys of the old one that the first file set."""
+    the grid) sizes nothing and is left out, so the smoke sizes go with every recipe; but one for a name close to a
+    model there, and not a model of the project's own files (known), is a misspelt name, refused. A block that gives
+    a model, or a hybrid's half, another family conflicts with the file that gave the first: merged, the new family
+    would be refused the keys of the old one that the first file set."""
     if models is None:
         given_by.update({f"{model}{half}": name for model, block in blocks.items() for half in families(block)})
         return blocks
@@ -75,6 +79,11 @@ def over_models(models: dict | None, blocks: dict, given_by: dict, first: str, n
     for model, block in blocks.items():
         named, earlier = families(block), families(models.get(model))
         if isinstance(block, dict) and "" not in named and model not in models:
+            typo = [] if known is None or model in known else difflib.get_close_matches(model, models, n=1, cutoff=0.8)
+            if typo:
+                raise ConfigError(f"models.{model}: {name} sizes a model the grid does not have; did you mean "
+                                  f"{typo[0]}? (the grid: {', '.join(models)}); fix the name, or give the block a "
+                                  "family to add a model")
             continue
         for half, family in named.items():  # the model's own family first, then its halves'
             key = f"{model}{half}"
@@ -115,10 +124,21 @@ def merged_params(project: Path, profiles: list[Path], extra: Sequence[dict] = (
     from nmtbench.models.registry import model_config
 
     merged = apply_profile(read_yaml(Path(project) / "params.yaml"), *(read_profile(Path(p)) for p in profiles),
-                           *extra, names=["params.yaml", *map(str, profiles), *[SETTINGS] * len(extra)])
+                           *extra, names=["params.yaml", *map(str, profiles), *[SETTINGS] * len(extra)],
+                           known=shipped_models(project))
     for name, block in parse_params(merged).models.items():
         model_config(name, block)
     return merged
+
+
+def shipped_models(project: Path) -> frozenset[str]:
+    """Every model the project's own params.yaml and profiles name: a size for one of them (smoke.yaml sizes the
+    models of every recipe) is no misspelt name, whatever grid it meets."""
+    names = set()
+    for path in [Path(project) / "params.yaml", *sorted((Path(project) / "profiles").glob("*.yaml"))]:
+        models = (read_yaml(path) or {}).get("models")
+        names.update(models if isinstance(models, dict) else ())
+    return frozenset(names)
 
 
 def make_workspace(project: Path, target: Path, profiles: list[Path], force: bool = False,

@@ -42,6 +42,12 @@ class RunPaths:
         return self.model_dir / "best.ckpt"
 
     @property
+    def train_lock(self) -> Path:
+        """The lock of the run's training, holding its pid (beside the model folder: Lightning warns of a non-empty
+        one)."""
+        return self.model_dir.with_name(f"{self.model_dir.name}.lock")
+
+    @property
     def metrics_dir(self) -> Path:
         return self.root / METRICS / self.name
 

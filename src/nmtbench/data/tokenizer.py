@@ -44,7 +44,11 @@ class Subwords:
     def __init__(self, model: Path):
         proto = Path(model).read_bytes()
         self.sha256 = hashlib.sha256(proto).hexdigest()
-        self.sp = spm.SentencePieceProcessor(model_proto=proto)
+        try:
+            self.sp = spm.SentencePieceProcessor(model_proto=proto)
+        except RuntimeError:  # sentencepiece's words name its own source line, not the file
+            raise DataError(f"{model}: not a sentencepiece model (damaged or cut short); copy it again from the "
+                            "tokenize stage's data/tokenized, or rerun it: dvc repro tokenize") from None
 
     @property
     def size(self) -> int:

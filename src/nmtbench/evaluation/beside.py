@@ -31,15 +31,23 @@ def load(spec: str) -> tuple[str, dict]:
         raise ConfigError(f"{spec!r}: give each comparison as LABEL=PATH, e.g. 'converged=runs/converge/results/"
                           "comparison.json'")
     try:
-        comparison = json.loads(Path(path).read_text())
+        comparison = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file; run the compare stage there first (make report, or dvc repro "
                           "compare)") from None
     except json.JSONDecodeError as error:
         raise ConfigError(f"{path}: not a comparison.json ({error.msg}, line {error.lineno}); rerun the compare "
                           "stage that wrote it") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: not a comparison.json (not UTF-8 text: {error.reason} at byte {error.start}); "
+                          "rerun the compare stage that wrote it") from None
     if not isinstance(comparison, dict) or not {"splits", "models"} <= comparison.keys():
         raise ConfigError(f"{path}: not a comparison.json (no splits and models); rerun the compare stage")
+    unscored = [f"{name} on {split}" for name, row in comparison["models"].items() for split in comparison["splits"]
+                if split in row and "mean" not in (row[split].get("bleu") or {})]
+    if unscored:  # what places() reads of every row
+        raise ConfigError(f"{path}: not a comparison.json the compare stage wrote ({', '.join(unscored)} without a "
+                          "BLEU mean); rerun the compare stage")
     # which way each contrast is decided, by the compare stage's rule (verdict.decided); a comparison written before
     # it recorded its margin is read with today's default
     margin = comparison.get("rerun_margin", CompareConfig().rerun_margin)
@@ -49,9 +57,16 @@ def load(spec: str) -> tuple[str, dict]:
 
 
 def common_split(first: dict, second: dict) -> str:
-    """The first test split both comparisons scored."""
+    """The first test split both comparisons scored, refused where they record different sentences under its name
+    (smoke sizes' 40 beside the 1,000; comparisons written before they recorded them are taken on the name)."""
     for split in first["splits"]:
         if split in second["splits"]:
+            records = [comparison.get("test_sets", {}).get(split) for comparison in (first, second)]
+            if None not in records and records[0] != records[1]:
+                said = [f"{record['sentences']:,} sentences, references {record['references_sha256'][:12]}"
+                        for record in records]
+                raise ConfigError(f"the two comparisons scored different test sets named {split} ({said[0]} against "
+                                  f"{said[1]}); set side by side comparisons of the same test sets")
             return split
     raise ConfigError(f"the two comparisons share no test split ({', '.join(first['splits'])} against "
                       f"{', '.join(second['splits'])}); compare settings scored on the same test sets")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-import json
 import statistics
 import time
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from nmtbench.evaluation.rendering import markdown
 from nmtbench.evaluation.scoring import PUBLISHED, SCORES, bleu, score
 from nmtbench.evaluation.significance import SIGNIFICANCE_LEVEL, holm, paired_bootstrap
 from nmtbench.evaluation.verdict import by_length, findings, verdict
-from nmtbench.files import write_json, write_text
+from nmtbench.files import read_json, write_json, write_text
 from nmtbench.provenance import stamp
 from nmtbench.runs import RESULTS, RunPaths, tuned_file
 
@@ -70,6 +69,7 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
         for name, row in found.rows.items():
             models[name][split] = row
     comparison = {"baseline": baseline, "seeds": seeds, "splits": grid.splits, "rerun_margin": cfg.rerun_margin,
+                  "test_sets": {split: test_set_record(test_sets[split]["tgt"]) for split in grid.splits},
                   "length_buckets": bucket_labels(cfg.length_buckets), "tokenized": tokenized,
                   "signatures": signatures(by_split, keys), "models": models,
                   "examples": {split: found.examples for split, found in by_split.items()},
@@ -88,6 +88,13 @@ def compare(model_names: list[str], seeds: list[int], cfg: CompareConfig, test_s
     comparison["provenance"] = {"compare": stamp(started), **grid.stamps}
     write_outputs(comparison, grid)
     return comparison
+
+
+def test_set_record(references) -> dict:
+    """What names a test set beyond its split's name, which smoke sizes and another corpus share: its sentence count
+    and the sha256 of its references, a line each (nmtbench beside sets only equal ones side by side)."""
+    text = "".join(f"{line}\n" for line in references)
+    return {"sentences": len(references), "references_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
 
 
 @dataclass(frozen=True)
@@ -357,7 +364,7 @@ def _examples(indices: list[int], split: str, sources: list[str], references: li
 def _load(path: Path, name: str, seed: int, stage: str, keys: tuple[str, ...] = ()) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: not found; run `dvc repro {stage}@{name}-{seed}` first")
-    data = json.loads(path.read_text())
+    data = read_json(path, f"delete it and run `dvc repro {stage}@{name}-{seed}`")
     missing = [key for key in keys if key not in data]
     if missing:
         raise ValueError(f"{path}: missing {', '.join(missing)}; re-run `dvc repro {stage}@{name}-{seed}`")

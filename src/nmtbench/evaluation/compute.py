@@ -3,11 +3,10 @@ spent, the best within a fraction of the budget, and the FLOPs at which two mode
 for good. compare writes them into comparison.json, the report and the GPU page show them."""
 from __future__ import annotations
 
-import csv
 from itertools import combinations
 from pathlib import Path
 
-from nmtbench.files import write_text
+from nmtbench.files import read_csv, write_text
 
 Curve = list[tuple[float, float]]  # (training FLOPs, val BLEU) at each validation
 # the two families the project's question sets against each other
@@ -23,13 +22,10 @@ FLIP_DEFINITION = ("The flip, defined: a model's (or family's) standing at F tra
 
 def flops_curve(path: Path) -> Curve:
     """(training FLOPs, val BLEU) at each validation of a learning_curve.csv that has both; [] otherwise."""
-    if not path.is_file():
+    rows = read_csv(path) if path.is_file() else []
+    if not rows or "train_flops" not in rows[0]:
         return []
-    with path.open(newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        if "train_flops" not in (reader.fieldnames or ()):
-            return []
-        return [(float(row["train_flops"]), float(row["val_bleu"])) for row in reader if row["val_bleu"]]
+    return [(float(row["train_flops"]), float(row["val_bleu"])) for row in rows if row["val_bleu"]]
 
 
 def write_flops_curves(curves: dict[str, Curve], path: Path) -> None:

@@ -51,10 +51,10 @@ def evaluate(params: Params, name: str, seed: int | None = None, tokenized_dir: 
                     run_tags(name, block, seed), job_type="evaluate")
     metrics, translations, texts = {}, {}, {}
     for split in params.data.eval_splits:
-        started = time.perf_counter()
+        decoding = time.perf_counter()  # this split's; `started`, the stage's, dates the provenance
         with progress_bar(len(dataset[split]), f"decoding {split}", "sent") as progress:
             found = translator.translate_ids(dataset[split]["src_ids"], progress=progress)
-        seconds = time.perf_counter() - started
+        seconds = time.perf_counter() - decoding
         hypotheses = [one_line(tokenizer.decode(hyps[0].tokens)) for hyps in found]
         texts[split] = "".join(h + "\n" for h in hypotheses)
         metrics[split] = {**score(hypotheses, dataset[split]["tgt"], params.data.tgt_lang, params.data.tokenized),

@@ -10,7 +10,6 @@ Whatever is not there yet is named on the page, with the stage that writes it, i
 from __future__ import annotations
 
 import base64
-import csv
 import html
 import json
 import math
@@ -21,7 +20,7 @@ from nmtbench import figures
 from nmtbench.evaluation import rendering
 from nmtbench.evaluation.beam_sweep import sweep_table
 from nmtbench.evaluation.significance import SIGNIFICANCE_LEVEL
-from nmtbench.files import write_text
+from nmtbench.files import read_csv, read_json, write_text
 from nmtbench.runs import METRICS, RESULTS
 from nmtbench.tables import Table
 
@@ -215,14 +214,11 @@ def _curves_section(page: Page, runs: dict[str, Path], comparison: dict) -> None
 def _curve(path: Path) -> list[dict]:
     """The validations of a learning_curve.csv that have a BLEU, with its FLOPs where recorded; [] for a missing
     or older file."""
-    if not path.is_file():
+    rows = read_csv(path) if path.is_file() else []
+    if not rows or not set(CURVE_COLUMNS) <= set(rows[0]):
         return []
-    with path.open(newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        if not set(CURVE_COLUMNS) <= set(reader.fieldnames or ()):
-            return []
-        keys = [*CURVE_COLUMNS, *([FLOPS_COLUMN] if FLOPS_COLUMN in reader.fieldnames else [])]
-        return [{key: float(row[key]) for key in keys} for row in reader if row["val_bleu"]]
+    keys = [*CURVE_COLUMNS, *([FLOPS_COLUMN] if FLOPS_COLUMN in rows[0] else [])]
+    return [{key: float(row[key]) for key in keys} for row in rows if row["val_bleu"]]
 
 
 def _frontier_section(page: Page, runs: dict[str, Path]) -> None:
@@ -232,9 +228,9 @@ def _frontier_section(page: Page, runs: dict[str, Path]) -> None:
         if not train_path.is_file():
             page.lack(f"size of {label}", f"no `{train_path}`; the train stage writes it")
             continue
-        scores = json.loads((folder / "eval.json").read_text())
+        scores = read_json(folder / "eval.json")
         split = split or next(iter(scores))
-        train = json.loads(train_path.read_text())
+        train = read_json(train_path)
         points.append({"label": label, "params": train["params"], "train_seconds": train.get("train_seconds"),
                        "bleu": scores[split]["bleu"], "sentences_per_s": scores[split]["sentences_per_s"]})
     if points:

@@ -10,29 +10,55 @@ import sys
 import tempfile
 from pathlib import Path
 
-from nmtbench.config import ConfigError, LaunchConfig, Params
+from nmtbench.config import ConfigError, LaunchConfig, Params, load_params
+from nmtbench.files import lock_owner, read_json, running
 from nmtbench.launch.converge_report import curves_table, finished_table, plot_curves, refresh_page, status_table
-from nmtbench.launch.run_state import RunProgress, finished_run, progress, run_files
+from nmtbench.launch.run_state import RunProgress, finished_run, progress, recipe_difference, run_files
+from nmtbench.launch.scheduler import FOLDER
 from nmtbench.runs import RESULTS, RunPaths
 
 
 def export_finished(runs: list[RunProgress], folder: Path, root: Path = Path(".")) -> list[str]:
     """Copy each evaluated run's small outputs (train.json, learning_curve.csv, eval.json and its translations of every
     test set) into folder/<model>/seed<seed>/, to be committed as they land, and the workspace's params.yaml, the
-    recipe they trained with, into folder (what --from reads back); returns the runs copied."""
+    recipe they trained with, into folder (what --from reads back); returns the runs copied. An export there already
+    is merged into: refused unless these params train every run its params.yaml describes as that does."""
     copied = []
     Path(folder).mkdir(parents=True, exist_ok=True)
     if (Path(root) / "params.yaml").is_file():
+        covers_export(load_params(Path(root) / "params.yaml"), Path(folder))
         shutil.copyfile(Path(root) / "params.yaml", Path(folder) / "params.yaml")
     for run in runs:
         if run.state != "evaluated":
             continue
+        finished_run(run.model, run.seed, root, None)  # a damaged train.json or eval.json is refused, not copied
         target = Path(folder) / run.model / f"seed{run.seed}"
         target.mkdir(parents=True, exist_ok=True)
         for file in [file for files in run_files(run.model, run.seed, root, None) for file in files]:
             shutil.copyfile(file, target / file.name)
         copied.append(f"{run.model}-{run.seed}")
     return copied
+
+
+def covers_export(params: Params, folder: Path) -> None:
+    """Refuse, in one line, to replace an export's params.yaml with params that would not train one of the runs it
+    describes as it does: --from would then read (or retrain) the runs exported before with another recipe."""
+    there = folder / "params.yaml"
+    if not there.is_file():
+        return
+    recipe, fix = load_params(there), "export to a folder of its own, or from a workspace of that recipe"
+    for part, lacking in (("seeds", [str(seed) for seed in recipe.seeds if seed not in params.seeds]),
+                          ("models", [model for model in recipe.models if model not in params.models])):
+        if lacking:
+            raise ConfigError(f"--export {folder}: its params.yaml has {part} {', '.join(lacking)}, which this "
+                              f"workspace's lacks; {fix}")
+    for model in recipe.models:
+        for seed in recipe.seeds:
+            differ = recipe_difference(params, recipe, model, seed)
+            if differ:
+                part, keys = differ
+                raise ConfigError(f"--export {folder}: its params.yaml trains {model} seed {seed} with other {part} "
+                                  f"params than this workspace's ({', '.join(keys) or 'the whole block'}); {fix}")
 
 
 def compare_finished(params: Params, folder: Path, baseline: str | None = None, root: Path = Path("."),
@@ -50,6 +76,9 @@ def compare_finished(params: Params, folder: Path, baseline: str | None = None, 
         raise ConfigError("nmtbench converge --compare: no model has been evaluated yet; compare once the first "
                           "run has finished")
     baseline = baseline or params.compare.baseline or next(iter(params.models))
+    if baseline not in params.models:  # a typo, not a model still training
+        raise ConfigError(f"nmtbench converge --compare: the baseline {baseline} is not a model of the params; name "
+                          f"one with --baseline: {', '.join(params.models)}")
     if baseline not in names:
         raise ConfigError(f"nmtbench converge --compare: the baseline {baseline} has not finished; name a finished "
                           f"model with --baseline: {', '.join(names)}")
@@ -61,6 +90,7 @@ def compare_finished(params: Params, folder: Path, baseline: str | None = None, 
             for seed in params.seeds:
                 paths = RunPaths(model, seed, Path(scratch))
                 metrics, translations = run_files(model, seed, root, exported)
+                same_test_sets(metrics[2], test_sets)
                 for target_dir, files in ((paths.metrics_dir, metrics), (paths.results_dir, translations)):
                     target_dir.mkdir(parents=True, exist_ok=True)
                     for file in files:
@@ -74,6 +104,32 @@ def compare_finished(params: Params, folder: Path, baseline: str | None = None, 
             if file.is_file():
                 shutil.copyfile(file, Path(folder) / file.name)
     return comparison
+
+
+def same_test_sets(scores: Path, test_sets) -> None:
+    """Refuse, in one line, a run scored on other test sets than this workspace's data/tokenized holds (a smoke
+    workspace comparing the grid's export): the compare stage would name the scratch copy of its translation and a
+    stage to rerun. Runs whose eval.json predates recording the count are left to the compare stage's checks."""
+    found = read_json(scores) if scores.is_file() else {}
+    for split, row in found.items():
+        sentences = row.get("sentences") if isinstance(row, dict) and split in test_sets else None
+        if sentences is not None and sentences != len(test_sets[split]):
+            raise ConfigError(f"{scores}: scored {sentences:,} sentences of {split}, where this workspace's test set "
+                              f"has {len(test_sets[split]):,}; compare the runs in a workspace of the data block "
+                              "they were evaluated on")
+
+
+def refuse_orphans(runs: list[RunProgress]) -> None:
+    """Refuse, in one line, to launch while a training of the grid runs on from a launcher killed alone (its lock
+    would fail that run, and the next model would start beside it: two trainings under one job). While the launcher
+    itself runs, its lock refuses the launch."""
+    launcher = lock_owner(FOLDER / "launch.lock")
+    orphans = [run for run in runs if run.training_pid and not (launcher and running(launcher))]
+    if orphans:
+        pids = " ".join(str(run.training_pid) for run in orphans)
+        raise ConfigError(f"nmtbench converge: {', '.join(f'{run.model} seed {run.seed}' for run in orphans)} still "
+                          f"training (pid {pids}) from a launch that was stopped; wait for it or stop it (kill "
+                          f"{pids}), then rerun")
 
 
 def stage_order(runs: list[RunProgress], first: list[str] = ()) -> list[str]:
@@ -141,6 +197,7 @@ def converge(params: Params, jobs: int | None = None, first: list[str] = (), sta
     print(status_table(runs, cfg.jobs), file=out)
     if status_only:
         return 0
+    refuse_orphans(runs)
     order = stage_order(runs, first)
     if "compare" not in order:
         print(f"nmtbench converge: the runs exported to {exported} are not trained here, so the compare stage does "

@@ -29,6 +29,8 @@ from nmtbench.training.curves import best_validation
 # page>, up to its end, <!-- /converge:<name> -->
 PAGE_BLOCK = re.compile(r"(<!-- converge:(status|curves|table|plot)(?: (\S+))? -->\n)(.*?)(<!-- /converge:\2 -->)",
                         re.S)
+# a block's start marker, on a line of its own (prose may name one inline)
+BLOCK_START = re.compile(r"^<!-- converge:(status|curves|table|plot)(?: \S+)? -->$", re.M)
 
 
 # epochs a run is assumed to take until one in the workspace has stopped early: the 2 x 2 converged in 18 to 23
@@ -46,6 +48,8 @@ def refresh_page(params: Params, page: Path, jobs: int, root: Path = Path("."), 
     if not page.is_file():
         raise ConfigError(f"--page {page}: no such file; give a Markdown page whose blocks are marked "
                           "(docs/training.md)")
+    text = page.read_text()
+    unclosed(page, text)
     refreshed = []
 
     def rewritten(block: re.Match) -> str:
@@ -65,13 +69,25 @@ def refresh_page(params: Params, page: Path, jobs: int, root: Path = Path("."), 
         refreshed.append(name)
         return f"{block[1]}{body}\n{block[5]}"
 
-    text = PAGE_BLOCK.sub(rewritten, page.read_text())
+    text = PAGE_BLOCK.sub(rewritten, text)
     if not refreshed:
         raise ConfigError(f"--page {page}: no block to refresh; mark one with <!-- converge:status -->, <!-- "
                           "converge:curves -->, <!-- converge:table --> or <!-- converge:plot <file>.png --> on a "
                           "line of its own and end it with <!-- /converge:<name> -->")
     write_text(page, text)
     return refreshed
+
+
+def unclosed(page: Path, text: str) -> None:
+    """Refuse a block whose end marker is missing before the next block starts: PAGE_BLOCK would take its body up
+    to a later block's end, and the prose and markers between would be lost."""
+    starts = list(BLOCK_START.finditer(text))
+    for start, following in zip(starts, [*starts[1:], None]):
+        end = text.find(f"<!-- /converge:{start[1]} -->", start.end())
+        if end < 0 or (following is not None and end > following.start()):
+            raise ConfigError(f"--page {page}: {start[0]} has no <!-- /converge:{start[1]} --> before "
+                              f"{'the next block' if following else 'the end of the page'}; add it on a line of "
+                              "its own where the block ends")
 
 
 def expected_epochs(run: RunProgress, expected: int) -> float:
@@ -135,7 +151,8 @@ def status_table(runs: list[RunProgress], jobs: int) -> str:
     known = [seconds for seconds in left.values() if seconds is not None]
     unknown = len(left) - len(known)
     estimate = (f"about {wall_seconds(known, jobs) / 3600:.1f} h of training left at {jobs} at once"
-                + (f", {unknown} run(s) not yet estimable" if unknown else "")) if left else "no training left"
+                + (f", {unknown} run(s) not yet estimable" if unknown else "")) if known else (
+        f"{unknown} run(s) to train, not yet estimable: no epoch measured yet" if left else "no training left")
     basis = "" if not left else (f" ({expected} epochs a run, from the runs here that stopped early"
                                  if any(run.stopped_early for run in runs)
                                  else f" ({expected} epochs a run assumed until one stops early")
@@ -143,9 +160,13 @@ def status_table(runs: list[RunProgress], jobs: int) -> str:
     # a run whose patience outlasts the expected count: its own bound, not `expected`, sets its estimate
     patient = [f"{expected_epochs(run, expected):g} for {run.model}" for run in runs if not run.training_done
                and not run.epochs_to_update_limit and expected_epochs(run, expected) > expected]
+    # and one whose max_epochs ends it first: its ceiling sets its estimate
+    capped = [f"{run.max_epochs} for {run.model}" for run in runs if not run.training_done
+              and not run.epochs_to_update_limit and expected_epochs(run, expected) < expected]
     if basis:
         basis += f"; {', '.join(limited)} to its update limit" if limited else ""
         basis += f"; at least {', '.join(patient)}: best epoch so far plus patience" if patient else ""
+        basis += f"; at most {', '.join(capped)}: its max_epochs" if capped else ""
         basis += ")"
     lines.append(", ".join(f"{count} {state}" for state, count in counts.items()) + f"; {estimate}{basis}")
     for why, key in RAISABLE.items():
@@ -234,6 +255,8 @@ def plot_curves(params: Params, path: Path, root: Path = Path("."), exported: Pa
     of this workspace's params where it has one (a checkout's: make repro's equal budget), written to path as PNG;
     returns the swap's sentence. exported: the runs copied there instead of the workspace's (with here, joined with
     them: joined_curves)."""
+    if Path(path).suffix != ".png":  # the picture would overwrite a page or another file given by mistake
+        raise ConfigError(f"--plot {path}: the plot is a PNG picture; give a path ending in .png")
     curves, by_family = {}, {}
     joined = joined_curves(params, root, exported, here)
     several_seeds = len({seed for _, seed, _, _ in joined}) > 1

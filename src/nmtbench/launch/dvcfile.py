@@ -4,22 +4,25 @@ params.yaml as dvc expands it (`matrix:`, `${item.*}`, `${block.key}`); a stage 
 its deps lie in or hold.
 
 Without dvc nothing knows whether an output that exists is current (no hashes, no dvc.lock): a stage runs when one
-of its outputs is missing, or when a stage it waits for ran in this launch. Before it runs, its outputs are deleted
-but the persistent ones, as dvc does, so a killed training resumes."""
+of its outputs is missing, or when a stage it waits for ran in this launch (or in one where this stage then failed).
+Before it runs, its outputs but the persistent ones are moved aside, as dvc deletes them, so a killed training
+resumes; with no cache to bring them back, they are deleted once the stage has succeeded, and put back if it fails."""
 from __future__ import annotations
 
 import re
 import shlex
-import shutil
 import sys
 from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
 
 from nmtbench.blocks import ConfigError
-from nmtbench.files import read_yaml
+from nmtbench.files import read_yaml, remove, temp_prefix, write_text
 
 REFERENCE = re.compile(r"\$\{\s*([\w.-]+)\s*\}")
+# the stages whose old outputs were put back after they failed on the new outputs of a stage they wait for: out of
+# date, though every output is there (in the launcher's folder, scheduler.FOLDER)
+STALE = Path("launch") / "stale-stages"
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,7 @@ class Pipeline:
         self.stages = {stage.name: stage for stage in expand(read_yaml(self.root / "dvc.yaml"),
                                                              read_yaml(params) or {} if params.is_file() else {})}
         self.ran: set[str] = set()
+        self.kept: dict[str, list[tuple[Path, Path]]] = {}  # stage -> (output, where it was moved aside) while it runs
 
     def plan(self, targets: list[str] | None = None) -> list[Stage]:
         """Every stage, or the targets and the stages they wait for (with single_item, the targets alone: what
@@ -156,21 +160,46 @@ class Pipeline:
             if words[0] == "nmtbench" else cmd
 
     def prepare(self, name: str) -> bool:
-        """False when the stage is up to date: every output there and nothing it waits for ran in this launch.
-        Else its outputs are deleted but the persistent ones."""
+        """False when the stage is up to date: every output there, nothing it waits for ran in this launch, and it is
+        not stale. Else its outputs but the persistent ones are moved aside (record deletes them, restore puts them
+        back)."""
         stage = self.stages[name]
-        rerun_upstream = any(waits_for(stage, self.stages[other]) for other in self.ran)
+        rerun_upstream = any(waits_for(stage, self.stages[other]) for other in self.ran) or name in self.stale()
         if not rerun_upstream and all((self.root / out).exists() for out in stage.outs):
             return False
-        for out in set(stage.outs) - set(stage.persistent):
+        self.kept[name] = []
+        for out in sorted(set(stage.outs) - set(stage.persistent)):
             path = self.root / out
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            elif path.exists() or path.is_symlink():
-                path.unlink()
+            if path.exists() or path.is_symlink():
+                aside = path.with_name(f"{temp_prefix(path)}kept")
+                path.rename(aside)
+                self.kept[name].append((path, aside))
         return True
 
     def record(self, name: str) -> str | None:
-        """Nothing to record without dvc; the stage counts as rerun for those that wait for it."""
+        """Nothing to record without dvc; the old outputs set aside go, and the stage counts as rerun for those that
+        wait for it."""
         self.ran.add(name)
+        for _, aside in self.kept.pop(name, []):
+            remove(aside)
+        self.mark_stale(name, False)
         return None
+
+    def restore(self, name: str) -> None:
+        """After the stage failed: its old outputs back in place of what it left, and, where it ran because a stage
+        it waits for ran, marked stale so that the next launch runs it again."""
+        for path, aside in self.kept.pop(name, []):
+            remove(path)
+            aside.rename(path)
+        stage = self.stages[name]
+        if any(waits_for(stage, self.stages[other]) for other in self.ran):
+            self.mark_stale(name, True)
+
+    def stale(self) -> set[str]:
+        path = self.root / STALE
+        return set(path.read_text().split()) if path.is_file() else set()
+
+    def mark_stale(self, name: str, stale: bool) -> None:
+        names = self.stale()
+        if (name in names) != stale:
+            write_text(self.root / STALE, "".join(f"{each}\n" for each in sorted(names ^ {name})))

@@ -3,8 +3,6 @@ the learning curve, the resume checkpoint), or from the folder `nmtbench converg
 each such run checked to have been trained with this workspace's recipe and subwords."""
 from __future__ import annotations
 
-import csv
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,7 +10,7 @@ import torch
 
 from nmtbench.config import ConfigError, Params
 from nmtbench.data.tokenizer import vocab_id
-from nmtbench.files import lock_owner
+from nmtbench.files import lock_owner, read_csv, read_json
 from nmtbench.launch.scheduler import FOLDER, alive
 from nmtbench.loading import read_vocab, run_description
 from nmtbench.runs import RunPaths
@@ -35,6 +33,7 @@ class RunProgress:
     max_steps: int | None = None
     patience: int = 0  # train.early_stopping_patience: the validations without a better one that stop it
     best_epoch: float | None = None  # an unfinished run's best validation so far by its early-stopping metric
+    training_pid: int = 0  # the process training it now (its run lock's), 0 for none
 
     @property
     def seconds_per_epoch(self) -> float | None:
@@ -74,7 +73,7 @@ def progress(params: Params, root: Path = Path("."), exported: Path | None = Non
                               patience=recipe.early_stopping_patience or 0)
             if paths.train_metrics.is_file():
                 state = "evaluated" if paths.eval_metrics.is_file() else "trained"
-                trained(run, state, json.loads(paths.train_metrics.read_text()))
+                trained(run, state, read_json(paths.train_metrics))
             else:
                 rows = curve_rows(paths)
                 if rows is not None:
@@ -85,6 +84,9 @@ def progress(params: Params, root: Path = Path("."), exported: Path | None = Non
                     bleus = [float(row["val_bleu"]) for row in rows if row["val_bleu"] not in ("", None)]
                     run.best_val_bleu = max(bleus) if bleus else None
                     run.best_epoch = best_epoch(rows, recipe.early_stopping_metric)
+            owner = lock_owner(paths.train_lock)
+            if not run.training_done and owner and alive(owner):  # a launcher killed alone leaves its training on
+                run.state, run.training_pid = "in progress", owner
             elsewhere = finished_run(model, seed, root, exported) if exported and run.state == "not started" else None
             if elsewhere:
                 same_recipe(params, exported_params or params, model, seed, exported)
@@ -157,8 +159,7 @@ def curve_rows(paths: RunPaths) -> list[dict] | None:
     when it reruns a training, so until the resumed run's first validation the rows are read from the checkpoint
     it resumes, which carries them."""
     if paths.learning_curve.is_file():
-        with paths.learning_curve.open() as f:
-            return list(csv.DictReader(f))
+        return read_csv(paths.learning_curve)
     last = paths.model_dir / "unfinished" / "last.ckpt"
     if not last.is_file():
         return None
@@ -174,8 +175,7 @@ def exported_rows(folder: Path, model: str, seed: int) -> list[dict] | None:
     file = Path(folder) / model / f"seed{seed}" / "learning_curve.csv"
     if not file.is_file():
         return None
-    with file.open() as f:
-        return list(csv.DictReader(f))
+    return read_csv(file)
 
 
 def finished_run(model: str, seed: int, root: Path, exported: Path | None) -> tuple[dict, dict, list[dict]] | None:
@@ -184,12 +184,16 @@ def finished_run(model: str, seed: int, root: Path, exported: Path | None) -> tu
     if exported is not None:
         folder = Path(exported) / model / f"seed{seed}"
         train, scores = folder / "train.json", folder / "eval.json"
+        if train.is_file() != scores.is_file():  # --export copies both: one lost would drop the run without a word
+            there, lost = (train, scores) if train.is_file() else (scores, train)
+            raise ConfigError(f"{lost}: missing beside {there.name}; restore it (git checkout {lost}) or export the "
+                              "run again (nmtbench converge --export)")
     else:
         paths = RunPaths(model, seed, root)
         train, scores = paths.train_metrics, paths.eval_metrics
     if not (train.is_file() and scores.is_file()):
         return None
-    return json.loads(train.read_text()), json.loads(scores.read_text()), rows_of(model, seed, root, exported) or []
+    return read_json(train), read_json(scores), rows_of(model, seed, root, exported) or []
 
 
 def rows_of(model: str, seed: int, root: Path, exported: Path | None) -> list[dict] | None:

@@ -101,7 +101,12 @@ class Loop:
                     last_summary = time.monotonic()
                 time.sleep(POLL_SECONDS)
         except KeyboardInterrupt:
+            # a second signal must not cut the cancelling short, leaving trainings running: make, stopped by
+            # timeout, passes its own SIGTERM on to the launcher it runs
+            ignored = {signum: signal.signal(signum, signal.SIG_IGN) for signum in (signal.SIGINT, signal.SIGTERM)}
             self.cancel()
+            for signum, handler in ignored.items():
+                signal.signal(signum, handler)
             print(f"\nnmtbench launch: interrupted; cancelled {len(self.running)} job(s): "
                   f"{', '.join(self.running) or 'none'} (a rerun resumes what is missing)", file=self.out)
             return 130
@@ -153,6 +158,7 @@ class Loop:
                 self.done.add(name)
                 print(f"done: {name} in {elapsed}", file=self.out)
             else:
+                self.pipeline.restore(name)
                 self.failed[name] = f"{problem} after {elapsed}; log: {self.log(name)}"
                 print(f"FAILED: {name} ({problem}) after {elapsed}; last lines of {self.log(name)}:\n"
                       f"{tail(self.log(name))}", file=self.out)

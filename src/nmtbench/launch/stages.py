@@ -30,6 +30,10 @@ class DvcPipeline:
     def prepare(self, name: str) -> bool:
         return prepare(self.root, name)
 
+    def restore(self, name: str) -> None:
+        """Nothing to do after a stage failed: DVC's cache holds the outputs it deleted (dvc checkout brings them
+        back, docs/troubleshooting.md), and dvc.lock keeps the stage out of date."""
+
     def record(self, name: str) -> str | None:
         """None when recorded; what DVC refuses to record (an output the command did not write) fails the stage."""
         try:

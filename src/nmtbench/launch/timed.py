@@ -26,7 +26,7 @@ import yaml
 
 from nmtbench.blocks import ConfigError
 from nmtbench.config import LaunchConfig, parse_params
-from nmtbench.files import read_yaml, write_text
+from nmtbench.files import read_json, read_yaml, write_text
 from nmtbench.launch.jobs import importable
 from nmtbench.launch.scheduler import launch
 from nmtbench.profiles import PlainDumper, make_workspace, merged_params
@@ -164,11 +164,11 @@ def run_stages(model: str, seed: int, first_of_model: bool) -> list[str]:
 
 def train_row(folder: Path, model: str, seed: int) -> dict:
     path = folder / "metrics" / model / f"seed{seed}" / "train.json"
-    found = json.loads(path.read_text()) if path.is_file() else {}
+    found = read_json(path) if path.is_file() else {}
     row = {"model": model, "seed": seed, **{key: found.get(key) for key in
            ("steps", "epochs", "train_seconds", "train_tokens_per_s", "best_val_bleu", "precision")}}
     path = folder / "metrics" / model / f"seed{seed}" / "eval.json"
-    scores = json.loads(path.read_text()) if path.is_file() else {}
+    scores = read_json(path) if path.is_file() else {}
     for split, found in scores.items():
         if isinstance(found, dict) and "bleu" in found:
             row[split] = {key: found.get(key) for key in ("bleu", "bleu_lc_tok", "sentences_per_s")}
@@ -274,7 +274,7 @@ def unfinished(folder: Path, model: str, seed: int) -> bool:
     if not path.is_file():
         return True
     last = folder / "models" / model / f"seed{seed}" / "unfinished" / "last.ckpt"
-    return json.loads(path.read_text()).get("stopped_by") == "budget" and last.is_file()
+    return read_json(path).get("stopped_by") == "budget" and last.is_file()
 
 
 def run_and_compare(folder: Path, params: dict, runs: list[tuple[str, int]], order: list[str], jobs: int,

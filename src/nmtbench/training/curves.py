@@ -120,6 +120,16 @@ class LearningCurve(L.Callback):
             "val_bleu": round(float(logged["val/bleu"]), 2) if "val/bleu" in logged else "",
         }
         self.rows.append(row)
+        self.write(trainer)
+
+    def on_fit_end(self, trainer, pl_module):
+        # a run resumed from its final checkpoint (one that reached max_epochs or its budget, rerun) ends with no
+        # validation (Lightning skips its training loop, on_train_end too), after dvc deleted the curve with the
+        # stage's other outputs: the rows the checkpoint carried are written back
+        if self.rows:
+            self.write(trainer)
+
+    def write(self, trainer) -> None:
         if trainer.is_global_zero:
             lines = [",".join(CURVE_COLUMNS)] + [",".join(str(r[c]) for c in CURVE_COLUMNS) for r in self.rows]
             write_text(self.path, "\n".join(lines) + "\n")

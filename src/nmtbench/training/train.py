@@ -77,12 +77,11 @@ def train(params: Params, name: str, seed: int | None = None, tokenized_dir: Pat
 
 
 def run_lock(paths: RunPaths):
-    """One training of a run at a time: two would write one checkpoint folder over each other. The lock lies beside
-    the folder, which Lightning warns about when it holds anything. Under DDP the other ranks are rank 0's own
-    processes (started by it, or by srun with it), so rank 0 alone takes it."""
+    """One training of a run at a time: two would write one checkpoint folder over each other. Under DDP the other
+    ranks are rank 0's own processes (started by it, or by srun with it), so rank 0 alone takes it."""
     if rank_zero_only.rank != 0:
         return contextlib.nullcontext()
-    return PidLock(paths.model_dir.with_name(f"{paths.model_dir.name}.lock"),
+    return PidLock(paths.train_lock,
                    f"another nmtbench train of {paths.model} seed {paths.seed} (pid {{pid}}) is writing "
                    f"{paths.model_dir}; wait for it or stop it (kill {{pid}}), then rerun")
 
