@@ -28,7 +28,8 @@ def start_stage(cmd: str, cwd: str, log: str, env: dict[str, str]) -> subprocess
                                 stderr=subprocess.STDOUT, start_new_session=True)
 
 
-# what stops a job process: the launcher's cancel (passed on by submitit as SIGINT), scancel, a kill, a closed terminal
+# what stops a job process: the launcher's cancel (passed on by submitit's controller), Ctrl-C, scancel, a kill, a
+# closed terminal
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -60,6 +61,32 @@ def run_stage(cmd: str, cwd: str, log: str, env: dict[str, str]) -> None:
             signal.signal(signum, handler)
     if code:
         raise StageFailed(f"exit status {code}")
+
+
+def submit(executor, kind: str, *args):
+    """executor.submit(*args). A local job's controller, the process submitit starts for it, starts with SIGINT
+    ignored, which it keeps through exec and for which Python then installs no KeyboardInterrupt: Ctrl-C on the
+    terminal reaches the job's own process, whose run_stage stops the stage, but not the controller, whose
+    KeyboardInterrupt printed a traceback under the launcher's one-line "interrupted". cancel stops it instead."""
+    if kind != "local":
+        return executor.submit(*args)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return executor.submit(*args)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def cancel(job, kind: str) -> None:
+    """Stop a job. A local job's controller (its job_id is the controller's pid) is sent SIGTERM, which it passes on
+    to the job's process and then ends with it, quietly; submitit's own cancel sends SIGINT, which it now ignores."""
+    if kind != "local":
+        job.cancel(check=False)
+        return
+    try:
+        os.kill(int(job.job_id), signal.SIGTERM)
+    except ProcessLookupError:  # it has ended
+        pass
 
 
 def signal_stage(process: subprocess.Popen) -> None:

@@ -141,8 +141,8 @@ class Loop:
         log.write_text(f"$ {stage.cmd}\n")
         if self.kind == "slurm":
             self.executor.update_parameters(**jobs.slurm_tasks(stage.name, self.cfg, self.train))
-        job = self.executor.submit(jobs.run_stage, stage.cmd, str(self.root), str(self.root / log),
-                                   jobs.job_env(jobs.threads_per_job(self.cfg), gpus))
+        job = jobs.submit(self.executor, self.kind, jobs.run_stage, stage.cmd, str(self.root), str(self.root / log),
+                          jobs.job_env(jobs.threads_per_job(self.cfg), gpus))
         self.running[stage.name] = Running(job, slot)
         where = f" on GPU {','.join(gpus)}" if gpus else ""
         print(f"started: {stage.name} (job {job.job_id}{where})", file=self.out)
@@ -178,7 +178,7 @@ class Loop:
 
     def cancel(self) -> None:
         for running in self.running.values():
-            running.job.cancel(check=False)
+            jobs.cancel(running.job, self.kind)
 
     def summary(self) -> None:
         running = ", ".join(f"{name} {clock(time.monotonic() - r.started)}" for name, r in self.running.items())
