@@ -12,7 +12,7 @@ export JOBS
 
 .DEFAULT_GOAL := help
 .PHONY: smoke headline notebook lint test test-e2e chromium postgresql test-fast test-gpu gpu-bundle gpu-check gpu-rehearse gpu-report bench-decode bench-train \
-  bench-data clean-smoke
+  bench-data bench-overhead clean-smoke
 
 smoke: $(VENV)/.installed ## the whole pipeline on tiny settings in runs/smoke, leaving your outputs alone (PROFILES=..., JOBS=N)
 	nmtbench workspace $(SMOKE_DIR) --force $(foreach profile,$(PROFILES) profiles/smoke.yaml,--profile $(profile))
@@ -108,6 +108,11 @@ bench-train: $(VENV)/.installed ## training tokens/s and share of matmul peak, f
 SIZES ?= 29000 290000 2900000 4500000
 bench-data: $(VENV)/.installed ## time and peak memory of prepare, tokenize, batch plan and loading at 29k to 4.5M pairs
 	python benchmarks/data_scale.py --sizes $(SIZES)
+
+# fresh processes per stage in the start-up benchmark; its figures only mean something on a quiet machine
+RUNS ?= 10
+bench-overhead: $(VENV)/.installed ## each stage's start: seconds from a fresh process to its first real work, and whether it loads torch, Lightning, torch._dynamo (RUNS=N)
+	python benchmarks/stage_overhead.py --runs $(RUNS)
 
 clean-smoke: ## delete the smoke workspace
 	rm -rf $(SMOKE_DIR)

@@ -8,13 +8,13 @@ from nmtbench import figures
 from nmtbench.config import ConfigError, Params
 from nmtbench.data.tokenizer import Tokenizer, load_tokenized
 from nmtbench.decoding.translator import Translator
+from nmtbench.evaluation.rendering import sweep_table
 from nmtbench.evaluation.scoring import score
 from nmtbench.files import write_bytes, write_json, write_text
 from nmtbench.loading import load_model, resolve_device
 from nmtbench.progress import progress_bar
 from nmtbench.provenance import stamp
 from nmtbench.runs import RESULTS, RunPaths
-from nmtbench.tables import Table, dash
 
 
 def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out_dir: Path = RESULTS) -> dict:
@@ -51,16 +51,6 @@ def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out
     write_text(out_dir / "beam_sweep.md", table(result))
     write_bytes(out_dir / "beam_sweep.png", figures.beam_sweep(result))
     return result
-
-
-def sweep_table(result: dict) -> Table:
-    """One row per beam size and alpha: quality, what the BLEU is made of (the length penalty moves its brevity
-    penalty; a sweep written before it was recorded shows a dash), and speed (results/beam_sweep.md and the report
-    page)."""
-    rows = [[str(r["beam"]), f"{r['alpha']:g}", f"{r['bleu']:.2f}", dash(r.get("bleu_breakdown")), f"{r['chrf']:.2f}",
-             f"{r['sentences_per_s']:,.1f}", f"{r['target_tokens_per_s']:,.0f}"] for r in result["rows"]]
-    return Table(["beam", "alpha", "BLEU", "n-gram precisions (brevity penalty, lengths)", "chrF", "sentences/s",
-                  "target tokens/s"], rows, "rrrlrrr")
 
 
 def table(result: dict) -> str:

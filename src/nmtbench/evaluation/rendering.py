@@ -1,4 +1,5 @@
-"""The comparison rendered: results/comparison.md, and the tables and notes the report page shares with it.
+"""The comparison rendered: results/comparison.md, and the tables and notes the report page shares with it (the beam
+sweep's table too, which results/beam_sweep.md and the page share).
 
 Everything here reads the dict compare.compare computes (comparison.json) and formats it; nothing is computed
 again, so comparison.md and the page cannot disagree on a figure. Tables are nmtbench.tables.Table, rendered as
@@ -344,3 +345,13 @@ def _mean_duration(seconds: dict | None) -> str:
 def _duration(seconds: float) -> str:
     minutes, secs = divmod(round(seconds), 60)
     return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}"
+
+
+def sweep_table(result: dict) -> Table:
+    """One row per beam size and alpha: quality, what the BLEU is made of (the length penalty moves its brevity
+    penalty; a sweep written before it was recorded shows a dash), and speed (results/beam_sweep.md and the report
+    page)."""
+    rows = [[str(r["beam"]), f"{r['alpha']:g}", f"{r['bleu']:.2f}", dash(r.get("bleu_breakdown")), f"{r['chrf']:.2f}",
+             f"{r['sentences_per_s']:,.1f}", f"{r['target_tokens_per_s']:,.0f}"] for r in result["rows"]]
+    return Table(["beam", "alpha", "BLEU", "n-gram precisions (brevity penalty, lengths)", "chrF", "sentences/s",
+                  "target tokens/s"], rows, "rrrlrrr")

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from nmtbench import figures
 from nmtbench.evaluation import rendering
-from nmtbench.evaluation.beam_sweep import sweep_table
 from nmtbench.evaluation.significance import SIGNIFICANCE_LEVEL
 from nmtbench.files import read_csv, read_json, write_text
 from nmtbench.runs import METRICS, RESULTS
@@ -274,7 +273,7 @@ def _beam_sweep_section(page: Page, results_dir: Path) -> None:
     result = json.loads(path.read_text(encoding="utf-8"))
     page.add(f"<p>{html.escape(result['model'])} (seed {result['seed']}) on the first {result['sentences']} "
              f"sentences of {html.escape(result['split'])}, {html.escape(result['length_penalty'])} length penalty; "
-             f"BLEU: <code>{html.escape(result['bleu_signature'])}</code>.</p>" + sweep_table(result).html())
+             f"BLEU: <code>{html.escape(result['bleu_signature'])}</code>.</p>" + rendering.sweep_table(result).html())
     page.figure("beam-sweep", figures.beam_sweep(result), "BLEU and decoding speed against beam size, one line per "
                 "length-penalty strength alpha")
 

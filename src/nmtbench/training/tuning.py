@@ -21,30 +21,32 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 from unittest import mock
 
-import optuna
-import sqlalchemy
 import yaml
-from optuna.trial import TrialState
 
 from nmtbench.config import ConfigError, KnobConfig, Params, TuneConfig
-from nmtbench.data.tokenizer import vocab_id
 from nmtbench.files import write_json, write_text
-from nmtbench.loading import read_vocab
-from nmtbench.models.registry import FAMILIES, model_config
 from nmtbench.progress import progress_bar
 from nmtbench.runs import TUNING, tuned_file
+
+# Optuna, SQLAlchemy, the model registry (torch), the vocabularies' readers (datasets, torch) and training (Lightning)
+# are imported in the functions that search or check a search: a tune stage with tune.trials 0 writes its file
+# without any of them, which would be most of its time.
+if TYPE_CHECKING:
+    import optuna
 
 # train keys a search may change; the rest (budget, devices, epochs, validation) are the same for every trial
 TUNABLE_TRAIN = ("lr", "warmup_steps", "label_smoothing", "gradient_clip_val", "batch_tokens", "schedule",
                  "accumulate_grad_batches")
-COUNTED = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)  # trials that hold a place in the study
 SHARED_KNOBS = ("lr", "warmup_steps", "label_smoothing", "dropout")  # what every family of params.yaml searches
 
 
 def search_space(params: Params, model: str) -> dict[str, tuple[str, KnobConfig, object]]:
     """name -> (train or model, its range, params.yaml's value) for the family of `model`, each name checked."""
+    from nmtbench.models.registry import FAMILIES, model_config
+
     block = params.model_block(model)
     cfg, family = model_config(model, block), block["family"]
     for named in params.tune.space:  # a built-in family's name, or an own model's package.module:Class
@@ -114,6 +116,9 @@ def tuned_params(params: Params, model: str, tokenized_dir: Path = Path("data/to
         return params
     found = yaml.safe_load(path.read_text())
     if found.get("study"):
+        from nmtbench.data.tokenizer import vocab_id
+        from nmtbench.loading import read_vocab
+
         current = study_name(params, model, search_space(params, model), vocab_id(read_vocab(tokenized_dir)))
         if found["study"] != current:
             raise ConfigError(f"{path}: tuned for other params or data (study {found['study']}, now {current}); "
@@ -123,6 +128,9 @@ def tuned_params(params: Params, model: str, tokenized_dir: Path = Path("data/to
 
 def open_study(cfg: TuneConfig, name: str, folder: Path) -> optuna.Study:
     """The study `name` in tune.storage (default: folder/study.db), created on first use."""
+    import optuna
+    import sqlalchemy
+
     url = cfg.storage or f"sqlite:///{folder / 'study.db'}"
     scheme = url.split(":", 1)[0]  # never the rest in a message: a URL may hold a password
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # the retry callback's
@@ -158,7 +166,14 @@ def tune(params: Params, model: str, tokenized_dir: Path = Path("data/tokenized"
     if cfg.trials == 0:  # no study; the stage's folder holds an empty trial list
         write_json(folder / "trials.json", [])
         return write_winner(model, {"model": model, "family": family, "trials": 0, "params": {}}, root)
-    from nmtbench.training.train import train  # here: Lightning's import would be most of a trials-0 stage's time
+    import optuna
+    from optuna.trial import TrialState
+
+    from nmtbench.data.tokenizer import vocab_id
+    from nmtbench.loading import read_vocab
+    from nmtbench.training.train import train
+
+    counted = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)  # trials that hold a place in the study
 
     space = search_space(params, model)
     name = study_name(params, model, space, vocab_id(read_vocab(tokenized_dir)))
@@ -169,7 +184,7 @@ def tune(params: Params, model: str, tokenized_dir: Path = Path("data/tokenized"
         "budget": cfg.budget, "checkpoint_every_steps": 0, "average_last": 0})})
 
     def objective(trial: optuna.Trial) -> float:
-        ahead = [t for t in study.get_trials(deepcopy=False, states=COUNTED) if t.number < trial.number]
+        ahead = [t for t in study.get_trials(deepcopy=False, states=counted) if t.number < trial.number]
         default_taken = trial.user_attrs.get("default") and any(t.user_attrs.get("default") for t in ahead)
         if len(ahead) >= cfg.trials or default_taken:  # another worker filled the last place meanwhile
             trial.set_user_attr("surplus", True)
@@ -204,7 +219,7 @@ def tune(params: Params, model: str, tokenized_dir: Path = Path("data/tokenized"
                 optuna.storages.fail_stale_trials(study)
                 continue
             study.optimize(objective, n_trials=cfg.trials - done, catch=(RuntimeError, FloatingPointError),
-                           callbacks=[optuna.study.MaxTrialsCallback(cfg.trials, states=COUNTED[:2]), show])
+                           callbacks=[optuna.study.MaxTrialsCallback(cfg.trials, states=counted[:2]), show])
         show()
     write_trials(study, folder)
     return write_winner(model, {"model": model, "family": family, "study": name,
@@ -230,6 +245,8 @@ def suggest(trial: optuna.Trial, name: str, knob: KnobConfig):
 def winner(study: optuna.Study, trials: int, space: dict) -> dict:
     """The best of the first `trials` complete trials and the untuned trial's score. Equal val BLEU (common
     for short trials of small models, all at 0) is decided by the lower val loss, then the earlier trial."""
+    from optuna.trial import TrialState
+
     complete = sorted(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)), key=lambda t: t.number)
     counted = complete[:trials]
     best = max(counted, key=lambda t: (t.value, -t.user_attrs.get("best_val_loss", math.inf), -t.number))

@@ -1,0 +1,75 @@
+"""What each stage kind imports before its first real work: every stage is a process of its own, and torch, Lightning
+and torch._dynamo (which Lightning pulls in) take seconds to import, paid by every stage that loads them. So a stage
+that neither trains nor decodes loads none of them, a stage that decodes loads no Lightning, and only training loads
+Lightning (docs/pipeline.md, "What a stage imports"). Each stage runs in a child process of the trained tiny project,
+which then names the libraries it holds."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from helpers.project import pipeline_env
+from nmtbench.cli import main
+
+WATCHED = ("torch", "lightning", "torch._dynamo")
+NONE_OF_THEM = WATCHED
+NO_LIGHTNING = ("lightning", "torch._dynamo")
+
+# the command's output goes to standard error; the last line of standard output is its exit code and what it loaded
+RUN_STAGE = f"""
+import contextlib, json, sys
+from nmtbench.cli import main
+with contextlib.redirect_stdout(sys.stderr):
+    code = main(sys.argv[1:])
+print(json.dumps([code, [name for name in {WATCHED!r} if name in sys.modules]]))
+"""
+IMPORT_MODULES = f"""
+import importlib, json, sys
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+print(json.dumps([0, [name for name in {WATCHED!r} if name in sys.modules]]))
+"""
+
+
+def loaded(code: str, *args: str) -> list[str]:
+    """What of WATCHED a child process running code with args holds at its end; the child must succeed."""
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          env=pipeline_env(WANDB_MODE="disabled"))
+    assert done.returncode == 0 and done.stdout.strip(), done.stdout + done.stderr[-2000:]
+    exit_code, found = json.loads(done.stdout.splitlines()[-1])
+    assert exit_code == 0, done.stderr[-2000:]
+    return found
+
+
+@pytest.mark.parametrize(("modules", "absent"), [
+    (["nmtbench.cli"], NONE_OF_THEM),  # every command's start: nmtbench --help, --version
+    (["nmtbench.data.prepare"], NONE_OF_THEM),
+    (["nmtbench.data.tokenizer"], NONE_OF_THEM),
+    (["nmtbench.evaluation.report"], NONE_OF_THEM),
+    (["nmtbench.training.tuning"], NONE_OF_THEM),  # what train and evaluate import to read tuned/<model>.yaml too
+], ids=["cli", "prepare", "tokenize", "report", "tune"])
+def test_a_stage_module_imports_only_what_its_stage_uses(modules, absent):
+    """The stages without a cheap run here: the module each one's command imports."""
+    assert set(loaded(IMPORT_MODULES, *modules)) & set(absent) == set()
+
+
+@pytest.mark.parametrize(("command", "absent"), [
+    (["tune", "tiny"], NONE_OF_THEM),  # params.yaml's tune.trials 0: it writes tuned/tiny.yaml and nothing else
+    (["check"], NO_LIGHTNING),
+    (["evaluate", "tiny"], NO_LIGHTNING),
+    (["translate", "models/tiny/seed42", "input.txt"], NO_LIGHTNING),
+    (["beam-sweep"], NO_LIGHTNING),
+    (["compare"], NO_LIGHTNING),
+], ids=["tune-no-trials", "check", "evaluate", "translate", "beam_sweep", "compare"])
+def test_a_stage_run_imports_only_what_it_uses(trained_copy, command, absent):
+    (trained_copy / "input.txt").write_text("a man\n")
+    assert set(loaded(RUN_STAGE, *command)) & set(absent) == set()
+
+
+def test_the_report_imports_neither_torch_nor_lightning(trained_copy, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    assert main(["compare"]) == 0  # the table the report draws
+    assert loaded(RUN_STAGE, "report") == []
