@@ -10,6 +10,7 @@ import json
 import math
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -378,6 +379,29 @@ def test_translate_reads_a_file_or_standard_input(trained, capsys, monkeypatch):
     assert float(nbest[0][2]) >= float(nbest[1][2])
     assert main(["translate", "models/absent"]) == 2
     assert capsys.readouterr().err.startswith("nmtbench translate: error: models/absent does not exist")
+
+
+def test_translate_writes_each_line_of_standard_input_once_it_has_arrived(trained):
+    """A line typed at a terminal (or written to a pipe that stays open) is translated and written before the next
+    arrives, not when the input ends."""
+    process = subprocess.Popen([sys.executable, "-m", "nmtbench", "translate", "models/tiny/seed42", "--beam", "3"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        process.stdin.write("A dog runs.\n")
+        process.stdin.flush()
+        ready, _, _ = select.select([process.stdout], [], [], 120)  # the model loads, then the line is translated
+        assert ready, "no translation of the first line while standard input stayed open"
+        first = process.stdout.readline()
+        process.stdin.write("Two birds fly.\n")
+        process.stdin.close()
+        rest = process.stdout.read()
+    except BaseException:
+        process.kill()
+        raise
+    assert process.wait(timeout=60) == 0
+    whole = subprocess.run([sys.executable, "-m", "nmtbench", "translate", "models/tiny/seed42", "--beam", "3"],
+                           input="A dog runs.\nTwo birds fly.\n", capture_output=True, text=True, check=True)
+    assert first + rest == whole.stdout and len(whole.stdout.splitlines()) == 2
 
 
 def test_translate_leaves_a_line_too_long_for_the_model_empty_and_translates_the_others(trained, capsys):
