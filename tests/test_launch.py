@@ -187,14 +187,16 @@ open("stopped.txt", "w").write("stopped\\n")
 
 @pytest.mark.slow
 @pytest.mark.parametrize("signum, whom", [(signal.SIGTERM, "group"), (signal.SIGHUP, "group"),
-                                          (signal.SIGINT, "group"), (signal.SIGTERM, "job")])
+                                          (signal.SIGINT, "group"), (signal.SIGTERM, "job"),
+                                          (signal.SIGKILL, "launcher")])
 def test_a_signal_to_the_launchers_whole_process_group_stops_its_trainings(tmp_path, signum, whom):
     """kill -TERM -<group> (a service manager, `timeout`) or a closed terminal's SIGHUP reaches the launcher and every
     process of its group at once, submitit's local controller and job process among them. On SIGHUP the controller
     dies before it can pass the launcher's cancel on; on SIGTERM it kills the job process a second after passing it
     on, which a loaded machine can miss; and the job process itself lets SIGTERM pass (submitit waits for its own
     timeout signal; "job": SIGTERM to it alone). The stage, in a session of its own, trained on, and the next launch
-    then started the same run beside it."""
+    then started the same run beside it. "launcher": SIGKILL to the launcher alone, which can cancel nothing: the
+    job process sees it gone and stops its stage."""
     (tmp_path / "graceful.py").write_text(GRACEFUL)
     toy_project(tmp_path, f"stages:\n  slow:\n    cmd: {sys.executable} graceful.py && touch slow.txt\n"
                           "    outs: [slow.txt]\n")
@@ -205,7 +207,10 @@ def test_a_signal_to_the_launchers_whole_process_group_stops_its_trainings(tmp_p
         assert launcher.poll() is None
         time.sleep(0.2)
     stage = int((tmp_path / "slow.pid").read_text())
-    if whom == "group":  # Ctrl-C is SIGINT to the terminal's whole group
+    if whom == "launcher":
+        launcher.send_signal(signum)
+        launcher.wait(timeout=60)
+    elif whom == "group":  # Ctrl-C is SIGINT to the terminal's whole group
         os.killpg(launcher.pid, signum)
         _, errors = launcher.communicate(timeout=60)
         assert signum == signal.SIGHUP or "Traceback" not in errors  # submitit's controller printed one on SIGINT

@@ -33,12 +33,14 @@ def start_stage(cmd: str, cwd: str, log: str, env: dict[str, str]) -> subprocess
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def run_stage(cmd: str, cwd: str, log: str, env: dict[str, str]) -> None:
+def run_stage(cmd: str, cwd: str, log: str, env: dict[str, str], launcher: int | None = None) -> None:
     """Run cmd to its end (the function each submitit job runs). Any of STOP_SIGNALS to this process stops the stage
-    at once. submitit's job process lets SIGTERM pass (it waits for its own timeout signal), and a signal to the
-    launcher's whole process group (kill -TERM -<group>, a closed terminal's SIGHUP) reaches submitit's local
-    controller too, which kills this process a second after passing SIGINT on, or dies at once on SIGHUP: the stage,
-    in a session of its own, trained on, and the next launch started the same run beside it."""
+    at once, and so does the end of the launcher whose pid is `launcher` (a local job's): killed alone, with no
+    chance to cancel, it left its trainings running, beside the next launch's. submitit's job process lets SIGTERM
+    pass (it waits for its own timeout signal), and a signal to the launcher's whole process group (kill -TERM
+    -<group>, a closed terminal's SIGHUP) reaches submitit's local controller too, which kills this process a second
+    after passing its stop on, or dies at once on SIGHUP: the stage, in a session of its own, trained on, and the
+    next launch started the same run beside it."""
     started: list[subprocess.Popen] = []
 
     def stop(signum, frame):
@@ -53,7 +55,7 @@ def run_stage(cmd: str, cwd: str, log: str, env: dict[str, str]) -> None:
         process = start_stage(cmd, cwd, log, env)
         started.append(process)
         try:
-            code = process.wait()
+            code = wait_while_alive(process, launcher)
         finally:
             end(process)
     finally:
@@ -89,6 +91,30 @@ def cancel(job, kind: str) -> None:
         pass
 
 
+WATCH_SECONDS = 2.0  # how often a local job looks for its launcher
+
+
+def wait_while_alive(process: subprocess.Popen, launcher: int | None) -> int:
+    """process's exit status; with a launcher pid, the stage is stopped (signal_stage) once that process is gone."""
+    while True:
+        try:
+            return process.wait(timeout=None if launcher is None else WATCH_SECONDS)
+        except subprocess.TimeoutExpired:
+            if not alive(launcher):
+                signal_stage(process)
+                launcher = None  # then wait for the stage to stop after its step
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's: the pid was reused, so the launcher is gone
+        return False
+    return True
+
+
 def signal_stage(process: subprocess.Popen) -> None:
     """SIGTERM to everything the stage started (a training stops after its step), unless it has ended."""
     if process.poll() is None:
@@ -120,7 +146,7 @@ class ProcessJob:
 class Processes:
     """The executor where submitit is not installed: each job a process of the launcher's."""
 
-    def submit(self, function, cmd: str, cwd: str, log: str, env: dict[str, str]) -> ProcessJob:
+    def submit(self, function, cmd: str, cwd: str, log: str, env: dict[str, str], launcher=None) -> ProcessJob:
         if function is not run_stage:
             raise TypeError("the process executor runs stage commands only (run_stage)")
         return ProcessJob(start_stage(cmd, cwd, log, env))

@@ -142,7 +142,8 @@ class Loop:
         if self.kind == "slurm":
             self.executor.update_parameters(**jobs.slurm_tasks(stage.name, self.cfg, self.train))
         job = jobs.submit(self.executor, self.kind, jobs.run_stage, stage.cmd, str(self.root), str(self.root / log),
-                          jobs.job_env(jobs.threads_per_job(self.cfg), gpus))
+                          jobs.job_env(jobs.threads_per_job(self.cfg), gpus),
+                          os.getpid() if self.kind == "local" else None)  # a SLURM job outlives its launcher
         self.running[stage.name] = Running(job, slot)
         where = f" on GPU {','.join(gpus)}" if gpus else ""
         print(f"started: {stage.name} (job {job.job_id}{where})", file=self.out)
