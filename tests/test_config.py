@@ -1,7 +1,7 @@
 import pytest
 import yaml
 
-from nmtbench.config import ConfigError, load_params, parse_params
+from nmtbench.config import AnalyzeConfig, ConfigError, Params, load_params, parse_params
 from nmtbench.models.registry import build_model, model_config
 from nmtbench.models.vocabulary import Vocab
 from nmtbench.profiles import apply_profile, merge
@@ -16,6 +16,32 @@ def test_default_params_load():
     params = load_params("params.yaml")
     assert params.data.pair == "en-de"
     assert set(params.models) >= {"lstm_attention_additive", "transformer", "decoder_only", "cnn"}
+
+
+# params.yaml's values that the schema cannot have as defaults, and why
+NOT_SCHEMA_DEFAULTS = {
+    "data.source.path": "a multi30k source has no corpus folder; DVC's prepare stage depends on .dvcignore instead",
+    "beam_sweep.model": "a model of this grid", "compare.baseline": "a model of this grid",
+}
+
+
+def differences(written, schema, path=""):
+    """The dotted keys whose value in written differs from schema's."""
+    if isinstance(written, dict) and isinstance(schema, dict):
+        return [found for key in written.keys() | schema.keys()
+                for found in differences(written.get(key), schema.get(key), f"{path}.{key}".lstrip("."))]
+    return [] if written == schema else [path]
+
+
+def test_params_yaml_writes_the_schemas_defaults():
+    """One source of defaults: a key left out of params.yaml means what params.yaml says it is."""
+    params = load_params("params.yaml")
+    schema = Params(models=raw()["models"]).model_dump()
+    written = params.model_dump()
+    # the analyze block's probe models are this project's, and its roles name them: the rest has the schema's values
+    probes = params.analyze.model_dump(include={"models", "roles", "gradient_models", "synthetic_models"})
+    schema["analyze"] = AnalyzeConfig(**probes).model_dump()
+    assert sorted(differences(written, schema)) == sorted(NOT_SCHEMA_DEFAULTS)
 
 
 @pytest.mark.parametrize("override, message", [

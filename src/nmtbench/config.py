@@ -121,8 +121,8 @@ class TokenizeConfig(Block):
 class BudgetConfig(Block):
     """The cost at which training stops, the same for every model: none, wall-clock seconds or training FLOPs."""
     where: ClassVar[str] = "train.budget"
-    kind: Literal["none", "time", "flops"] = "none"
-    value: float | None = Field(None, gt=0)
+    kind: Literal["none", "time", "flops"] = "flops"
+    value: float | None = Field(3.3e13, gt=0)
 
     @model_validator(mode="after")
     def _kind_has_a_value(self):
@@ -134,20 +134,20 @@ class BudgetConfig(Block):
 
 class TrainConfig(Block):
     where: ClassVar[str] = "train"
-    batch_tokens: int = Field(4096, gt=0)
+    batch_tokens: int = Field(2048, gt=0)
     max_epochs: int = Field(30, gt=0)
     max_steps: Literal[-1] | Annotated[int, Field(gt=0)] = Field(
         -1, description="must be > 0, or -1 for no step limit; got {value!r}")
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
-    lr: float = Field(7e-4, gt=0)
-    warmup_steps: int = Field(400, ge=0)
+    lr: float = Field(1e-3, gt=0)
+    warmup_steps: int = Field(150, ge=0)
     label_smoothing: float = Field(0.1, ge=0, lt=1)
     gradient_clip_val: float = Field(1.0, ge=0)
     val_check_interval: float = 1.0
     schedule: Literal["inverse_sqrt", "cosine", "plateau", "constant"] = "inverse_sqrt"
     early_stopping_patience: int = Field(0, ge=0)
     early_stopping_metric: Literal["loss", "bleu"] = "loss"
-    val_bleu_sentences: int | None = Field(0, ge=0)
+    val_bleu_sentences: int | None = Field(500, ge=0)
     accumulate_grad_batches: int = Field(1, gt=0)
     accelerator: Literal["auto", "cpu", "gpu"] = "cpu"
     devices: int = Field(1, gt=0)
@@ -158,7 +158,7 @@ class TrainConfig(Block):
     num_threads: int = Field(0, ge=0)
     num_workers: int = Field(0, ge=0)
     compile: bool = False
-    checkpoint_every_steps: int = Field(0, ge=0)
+    checkpoint_every_steps: int = Field(100, ge=0)
     average_last: int = Field(0, ge=0)
     average_at: Literal["validations", "epoch_ends"] = "validations"  # which of them average_last counts
     adam_betas: tuple[Annotated[float, Field(ge=0, lt=1)], Annotated[float, Field(ge=0, lt=1)]] = (0.9, 0.98)
@@ -212,7 +212,7 @@ class BeamSweepConfig(Block):
     # int | float: an alpha written 0 stays 0 in the sweep's results, as it was written
     alphas: list[Annotated[int | float, Field(ge=0)]] = Field(
         [0.0, 1.0], min_length=1, description="expected a list of numbers >= 0, got {value!r}")
-    max_sentences: int | None = Field(None, gt=0)
+    max_sentences: int | None = Field(500, gt=0)
 
 
 # what each claim compares: analyze.roles maps every role to one of analyze.models
@@ -319,6 +319,12 @@ class KnobConfig(Block):
     choices: list | None = Field(None, min_length=1)
 
 
+# every family searches the same four knobs over the same ranges, so no family gets a better-informed search
+SHARED_SPACE = {"lr": {"low": 1.0e-4, "high": 5.0e-3, "log": True}, "warmup_steps": {"low": 0, "high": 1000},
+                "dropout": {"low": 0.0, "high": 0.5}, "label_smoothing": {"low": 0.0, "high": 0.3}}
+TUNED_FAMILIES = ("rnn", "transformer", "decoder_only", "cnn", "hybrid")
+
+
 class TuneConfig(Block):
     """Equal-budget tuning of every model on validation BLEU (nmtbench.training.tuning, docs/tuning.md)."""
     where: ClassVar[str] = "tune"
@@ -329,7 +335,8 @@ class TuneConfig(Block):
     storage: str | None = None  # an Optuna RDB URL; None: sqlite:///tuning/<model>/study.db
     heartbeat_seconds: int = Field(60, gt=0)
     retries: int = Field(2, ge=0)
-    space: dict[str, dict[str, Any]] = Field({}, description=(
+    space: dict[str, dict[str, Any]] = Field(
+        default_factory=lambda: dict.fromkeys(TUNED_FAMILIES, SHARED_SPACE), description=(
         "expected model family -> {{hyperparameter: range}}, e.g. {{transformer: {{lr: {{low: 1.0e-4, high: 3.0e-3, "
         "log: true}}}}}}"))
 
