@@ -32,6 +32,7 @@ from nmtbench.launch.converge_report import (
     ASSUMED_EPOCHS,
     curves_table,
     finished_table,
+    headline_table,
     plot_curves,
     refresh_page,
     seconds_left,
@@ -384,6 +385,29 @@ def test_the_finished_runs_table_ranks_them_and_reads_an_old_runs_best_checkpoin
     assert refresh_page(params, readme, 2, tmp_path) == ["table"]
     assert readme.read_text() == (f"# Answer\n\n<!-- converge:table -->\n{finished_table(params, tmp_path)}\n"
                                   "<!-- /converge:table -->\n\nMore.\n")
+
+
+def test_the_headline_table_gives_each_model_its_mean_and_sd_over_the_seeds_finished(tmp_path):
+    """The README's table: one row a model, the seeds that have finished counted, mean ± sd (sample) where more than
+    one has; a model with none has no row."""
+    params = grid({"two": RNN, "one": TRANSFORMER, "none": TRANSFORMER}, seeds=(1, 2))
+    for model, seed, bleu, chrf in (("two", 1, 30.0, 50.0), ("two", 2, 32.0, 54.0), ("one", 2, 35.0, 60.0)):
+        folder = tmp_path / "metrics" / model / f"seed{seed}"
+        folder.mkdir(parents=True)
+        (folder / "train.json").write_text(json.dumps({"params": 1234567}))
+        scores = {split: {"bleu": bleu + index, "chrf": chrf} for index, split in enumerate(params.data.eval_splits)}
+        (folder / "eval.json").write_text(json.dumps(scores))
+    first, second = params.data.eval_splits
+    assert headline_table(params, tmp_path).splitlines() == [
+        f"| Model | Parameters | Seeds | {first} BLEU | {first} chrF | {second} BLEU | {second} chrF |",
+        "|:---|---:|---:|---:|---:|---:|---:|",
+        "| one | 1,234,567 | 1 | 35.00 | 60.00 | 36.00 | 60.00 |",
+        "| two | 1,234,567 | 2 | 31.00 ± 1.41 | 52.00 ± 2.83 | 32.00 ± 1.41 | 52.00 ± 2.83 |"]
+    readme = tmp_path / "README.md"
+    readme.write_text("Answer.\n<!-- converge:headline -->\nold\n<!-- /converge:headline -->\n")
+    assert refresh_page(params, readme, 2, tmp_path) == ["headline"]
+    assert readme.read_text() == f"Answer.\n<!-- converge:headline -->\n{headline_table(params, tmp_path)}\n" \
+                                 "<!-- /converge:headline -->\n"
 
 
 def test_an_export_carries_the_workspaces_params_and_from_reads_the_table_with_them(tmp_path, monkeypatch, capsys):

@@ -437,9 +437,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "marked, into PNG (make converge PLOT=<png>)")
     converge.add_argument("--page", type=Path, metavar="MARKDOWN",
                           help="only rewrite the blocks a results page marks, <!-- converge:status -->, <!-- "
-                          "converge:curves -->, <!-- converge:table --> and <!-- converge:plot <png> --> (each to <!-- "
-                          "/converge:<name> -->), with what --status, --curves, --table and --plot give now (make "
-                          "converge PAGE=<page>; make headline: the README's table)")
+                          "converge:curves -->, <!-- converge:table -->, <!-- converge:headline --> (one row a model, "
+                          "mean ± sd over seeds) and <!-- converge:plot <png> --> (each to <!-- /converge:<name> -->), "
+                          "with what --status, --curves, --table and --plot give now (make converge PAGE=<page>; make "
+                          "headline: the README's table)")
     converge.add_argument("--table", action="store_true",
                           help="only print every evaluated run's size, best checkpoint, stopping and scores on each "
                           "test set, as a markdown table, the best first (make headline)")

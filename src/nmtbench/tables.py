@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import re
+import statistics
 from dataclasses import dataclass
 
 # One letter per column. "r" for figures: right-aligned, so digits line up. "-" leaves the alignment
@@ -20,6 +21,26 @@ CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # Unicode's category Cc: C0, DEL 
 def dash(value, spec: str = "") -> str:
     """A figure as spec formats it; a dash where there is none (None, or an empty CSV cell)."""
     return "-" if value is None or value == "" else format(value, spec)
+
+
+def spread(values: list[float | None], seeds: list[int]) -> dict | None:
+    """Mean and sample standard deviation over seeds (None for one seed), and every seed's value.
+
+    None when a run has no value (an optional train key: see OPTIONAL_TRAIN_KEYS).
+    """
+    if None in values:
+        return None
+    return {"mean": round(statistics.mean(values), 4),
+            "sd": round(statistics.stdev(values), 4) if len(values) > 1 else None,
+            "per_seed": {str(seed): value for seed, value in zip(seeds, values)}}
+
+
+def spread_cell(found: dict | None, digits: int = 2) -> str:
+    """mean, or mean ± sd when there are several seeds; an empty bucket shows as a dash."""
+    if found is None:
+        return "-"
+    text = f"{found['mean']:.{digits}f}"
+    return text if found["sd"] is None else f"{text} ± {found['sd']:.{digits}f}"
 
 
 def visible(text: str) -> str:

@@ -33,6 +33,7 @@ from nmtbench.evaluation.verdict import by_length, findings, verdict
 from nmtbench.files import read_json, write_json, write_text
 from nmtbench.provenance import stamp
 from nmtbench.runs import RESULTS, RunPaths, tuned_file
+from nmtbench.tables import spread
 
 TRAIN_KEYS = ("params", "train_seconds", "train_tokens_per_s", "best_val_loss", "steps", "target_tokens")
 # Absent from runs trained before validation BLEU existed, null when it was switched off, and the training to the
@@ -128,7 +129,7 @@ def load_runs(model_names: list[str], seeds: list[int], root: Path) -> Grid:
 def training_rows(grid: Grid, external: dict) -> dict[str, dict]:
     """Each model's size and training figures over seeds, then each outside system's row, which has none."""
     models = {name: {"params": grid.train[name, grid.seeds[0]]["params"], "external": False,
-                     **{key: _spread([grid.train[name, seed].get(key) for seed in grid.seeds], grid.seeds)
+                     **{key: spread([grid.train[name, seed].get(key) for seed in grid.seeds], grid.seeds)
                         for key in (*TRAIN_KEYS[1:], *OPTIONAL_TRAIN_KEYS)},
                      # why each seed's run ended (train.json's stopped_by; None from before it was recorded)
                      "stopped_by": {str(seed): grid.train[name, seed].get("stopped_by") for seed in grid.seeds}}
@@ -184,7 +185,7 @@ def score_split(grid: Grid, split: str, test_set, cfg: CompareConfig, baseline: 
                    [{**score(hypotheses[0], references, lang, tokenized), "sentences_per_s": None}])
         scored += per_run
         rows[name] = {
-            **{key: _spread([scores[key] for scores in per_run], labels) for key in keys},
+            **{key: spread([scores[key] for scores in per_run], labels) for key in keys},
             "bootstrap": _significance({seed: tests[seed][name] for seed in grid.seeds},
                                        {seed: tests[seed][baseline]["bleu"] for seed in grid.seeds}),
             "length_buckets": {label: _bucket_bleu(hypotheses, references,
@@ -284,7 +285,7 @@ def across_compute(curves: dict[tuple[str, int], Curve], seeds: list[int], budge
         for fraction in BUDGET_FRACTIONS:  # the whole run at 1: a FLOP budget stops on the step that crosses it
             within = [[bleu for flops, bleu in curves[name, seed] if fraction == 1 or flops <= fraction * total]
                       for seed in seeds]
-            models[name][str(fraction)] = _spread([max(found) if found else None for found in within], seeds)
+            models[name][str(fraction)] = spread([max(found) if found else None for found in within], seeds)
     return {"flops": total, "budget": "train.budget" if flops_budget else "the largest run", "models": models}
 
 
@@ -315,18 +316,6 @@ def bucket_of(length: int, bounds: list[int]) -> int:
     return bisect.bisect_left(bounds, length)
 
 
-def _spread(values: list[float | None], seeds: list[int]) -> dict | None:
-    """Mean and sample standard deviation over seeds (None for one seed), and every seed's value.
-
-    None when a run has no value (an optional train key: see OPTIONAL_TRAIN_KEYS).
-    """
-    if None in values:
-        return None
-    return {"mean": round(statistics.mean(values), 4),
-            "sd": round(statistics.stdev(values), 4) if len(values) > 1 else None,
-            "per_seed": {str(seed): value for seed, value in zip(seeds, values)}}
-
-
 def _significance(per_seed: dict[int, dict], baseline_bleu: dict[int, float]) -> dict:
     """One verdict over seeds: the bootstrap interval averaged, the largest p-value (None for the baseline).
 
@@ -348,7 +337,7 @@ def _bucket_bleu(outputs: list[list[str]], references: list[str], rows: list[int
     if not rows:
         return {"sentences": 0, "bleu": None}
     scores = [bleu([hyps[i] for i in rows], [references[i] for i in rows]) for hyps in outputs]
-    return {"sentences": len(rows), "bleu": _spread(scores, seeds)}
+    return {"sentences": len(rows), "bleu": spread(scores, seeds)}
 
 
 def _examples(indices: list[int], split: str, sources: list[str], references: list[str],

@@ -11,7 +11,7 @@ from nmtbench.evaluation.compute import swap_text
 from nmtbench.evaluation.scoring import PUBLISHED
 from nmtbench.evaluation.significance import SIGNIFICANCE_LEVEL
 from nmtbench.provenance import code_text
-from nmtbench.tables import Table, dash, visible
+from nmtbench.tables import Table, dash, spread_cell, visible
 
 
 def markdown(comparison: dict) -> str:
@@ -63,8 +63,8 @@ def headline_table(comparison: dict) -> Table:
     decoding speed on the first."""
     splits = comparison["splits"]
     rows = [[_model(name, comparison), dash(row["params"], ","), _mean_duration(row["train_seconds"]),
-             *(cell for split in splits for cell in (*_bleu_cells(row[split]), _cell(row[split]["bleu_lc"]))),
-             _cell(row[splits[0]]["sentences_per_s"], 1)]
+             *(cell for split in splits for cell in (*_bleu_cells(row[split]), spread_cell(row[split]["bleu_lc"]))),
+             spread_cell(row[splits[0]]["sentences_per_s"], 1)]
             for name, row in comparison["models"].items()]
     header = ["Model", "Parameters", "Training time", *(column for split in splits
                                                         for column in (f"{split} BLEU", "95% CI", "BLEU lc")),
@@ -83,11 +83,11 @@ def main_table(comparison: dict) -> Table:
     for name, row in comparison["models"].items():
         cells = [_model(name, comparison), dash(row["params"], ","), _mean_duration(row["train_seconds"]),
                  dash(row["train_tokens_per_s"] and row["train_tokens_per_s"]["mean"], ",.0f"),
-                 _cell(row["best_val_loss"], 3), _cell(row["best_val_bleu"])]
+                 spread_cell(row["best_val_loss"], 3), spread_cell(row["best_val_bleu"])]
         for split in splits:
-            cells += [*_bleu_cells(row[split]), _cell(row[split]["bleu_lc"]),
-                      *((_cell(row[split][PUBLISHED]),) if published else ()), _cell(row[split]["chrf"]),
-                      _cell(row[split]["ter"])]
+            cells += [*_bleu_cells(row[split]), spread_cell(row[split]["bleu_lc"]),
+                      *((spread_cell(row[split][PUBLISHED]),) if published else ()), spread_cell(row[split]["chrf"]),
+                      spread_cell(row[split]["ter"])]
         rows.append(cells)
     return Table(header, rows, "l" + "r" * (len(header) - 1))
 
@@ -99,8 +99,8 @@ def training_table(comparison: dict) -> Table:
     # a comparison.json from before these were carried has none of them: dashes
     rows = [[_model(name, comparison),
              _distinct(str(why or "-") for why in (row.get("stopped_by") or {}).values()) or "-",
-             _cell(row.get("epochs"), 0), _cell(row.get("steps"), 0), _cell(row.get("best_epoch"), 1),
-             _cell(row.get("best_step"), 0), _flops(row.get("best_train_flops")), _flops(row.get("train_flops"))]
+             spread_cell(row.get("epochs"), 0), spread_cell(row.get("steps"), 0), spread_cell(row.get("best_epoch"), 1),
+             spread_cell(row.get("best_step"), 0), _flops(row.get("best_train_flops")), _flops(row.get("train_flops"))]
             for name, row in comparison["models"].items() if not row.get("external")]
     return Table(header, rows, "ll" + "r" * (len(header) - 2))
 
@@ -151,7 +151,7 @@ def length_table(comparison: dict, split: str) -> Table:
     """BLEU per source-length bucket of split, per model; a header names its bucket's sentence count."""
     buckets, models = comparison["length_buckets"], comparison["models"]
     sizes = {label: models[comparison["baseline"]][split]["length_buckets"][label]["sentences"] for label in buckets}
-    rows = [[name, *(_cell(row[split]["length_buckets"][label]["bleu"]) for label in buckets)]
+    rows = [[name, *(spread_cell(row[split]["length_buckets"][label]["bleu"]) for label in buckets)]
             for name, row in models.items()]
     return Table(["Model", *(f"{label} ({sizes[label]})" for label in buckets)], rows, "l" + "r" * len(buckets))
 
@@ -204,7 +204,7 @@ def compute_table(comparison: dict) -> Table:
     found = comparison["across_compute"]
     fractions = list(next(iter(found["models"].values())))  # compare.BUDGET_FRACTIONS, as the json keys them
     header = ["Model", *(f"{_fraction(float(f))} ({float(f) * found['flops']:.2g} FLOPs)" for f in fractions)]
-    rows = [[name, *(_cell(row[f]) for f in fractions)] for name, row in found["models"].items()]
+    rows = [[name, *(spread_cell(row[f]) for f in fractions)] for name, row in found["models"].items()]
     return Table(header, rows, "l" + "r" * len(fractions))
 
 
@@ -236,7 +236,7 @@ def _fraction(fraction: float) -> str:
 def published_table(rows: dict) -> Table:
     """One row per model with a published figure (published.beside_published): ours, theirs and the difference."""
     return Table(["Model", "Test set", "Ours, BLEU lc tok", "Published", "Ours - published", "Published by"],
-                 [[name, row["split"], _cell(row["ours"]), f"{row['published']:.2f}",
+                 [[name, row["split"], spread_cell(row["ours"]), f"{row['published']:.2f}",
                    "-" if row["difference"] is None else f"{row['difference']:+.2f}", row["source"]]
                   for name, row in rows.items()], "llrrrl")
 
@@ -312,7 +312,7 @@ def _model(name: str, comparison: dict) -> str:
 def _bleu_cells(scores: dict) -> list[str]:
     """BLEU, starred when it differs significantly from the baseline's, and its bootstrap 95% interval."""
     test = scores["bootstrap"]
-    return [_cell(scores["bleu"]) + ("*" if test["significant"] else ""), _interval(test["mean"], test["ci"])]
+    return [spread_cell(scores["bleu"]) + ("*" if test["significant"] else ""), _interval(test["mean"], test["ci"])]
 
 
 def _interval(mean: float, ci: float) -> str:
@@ -320,14 +320,6 @@ def _interval(mean: float, ci: float) -> str:
     width of their 2.5-97.5 percentile range: centred on the mean rather than on that range, it reaches past 100 where
     the resamples bunch against it (a system near a copy of the reference), though no resample scores above 100."""
     return f"[{max(mean - ci, 0.0):.2f}, {min(mean + ci, 100.0):.2f}]"
-
-
-def _cell(spread: dict | None, digits: int = 2) -> str:
-    """mean, or mean ± sd when there are several seeds; an empty bucket shows as a dash."""
-    if spread is None:
-        return "-"
-    text = f"{spread['mean']:.{digits}f}"
-    return text if spread["sd"] is None else f"{text} ± {spread['sd']:.{digits}f}"
 
 
 def _flops(spread: dict | None) -> str:

@@ -22,15 +22,15 @@ from nmtbench.launch.run_state import (
     rows_of,
 )
 from nmtbench.runs import RAISABLE, RunPaths
-from nmtbench.tables import Table, dash
+from nmtbench.tables import Table, dash, spread, spread_cell
 from nmtbench.training.curves import best_validation
 
-# a block of a results page that --page rewrites: <!-- converge:status -->, curves, table, or plot <png beside the
-# page>, up to its end, <!-- /converge:<name> -->
-PAGE_BLOCK = re.compile(r"(<!-- converge:(status|curves|table|plot)(?: (\S+))? -->\n)(.*?)(<!-- /converge:\2 -->)",
-                        re.S)
+# a block of a results page that --page rewrites: <!-- converge:status -->, curves, table, headline, or plot <png
+# beside the page>, up to its end, <!-- /converge:<name> -->
+BLOCKS = "status|curves|table|headline|plot"
+PAGE_BLOCK = re.compile(rf"(<!-- converge:({BLOCKS})(?: (\S+))? -->\n)(.*?)(<!-- /converge:\2 -->)", re.S)
 # a block's start marker, on a line of its own (prose may name one inline)
-BLOCK_START = re.compile(r"^<!-- converge:(status|curves|table|plot)(?: \S+)? -->$", re.M)
+BLOCK_START = re.compile(rf"^<!-- converge:({BLOCKS})(?: \S+)? -->$", re.M)
 
 
 # epochs a run is assumed to take until one in the workspace has stopped early: the 2 x 2 converged in 18 to 23
@@ -61,6 +61,8 @@ def refresh_page(params: Params, page: Path, jobs: int, root: Path = Path("."), 
             body = curves_table(params, root, exported, here)
         elif name == "table":
             body = finished_table(params, root, exported)
+        elif name == "headline":
+            body = headline_table(params, root, exported)
         elif png:
             body = plot_curves(params, page.parent / png, root, exported, here)
         else:
@@ -72,8 +74,8 @@ def refresh_page(params: Params, page: Path, jobs: int, root: Path = Path("."), 
     text = PAGE_BLOCK.sub(rewritten, text)
     if not refreshed:
         raise ConfigError(f"--page {page}: no block to refresh; mark one with <!-- converge:status -->, <!-- "
-                          "converge:curves -->, <!-- converge:table --> or <!-- converge:plot <file>.png --> on a "
-                          "line of its own and end it with <!-- /converge:<name> -->")
+                          "converge:curves -->, <!-- converge:table -->, <!-- converge:headline --> or <!-- "
+                          "converge:plot <file>.png --> on a line of its own and end it with <!-- /converge:<name> -->")
     write_text(page, text)
     return refreshed
 
@@ -207,6 +209,27 @@ def finished_table(params: Params, root: Path = Path("."), exported: Path | None
             cells.append(dash(scores.get(splits[0], {}).get("sentences_per_s"), ".1f"))  # beam search's
             rows.append((-scores.get(splits[0], {}).get("bleu", float("-inf")), cells))
     align = "lrrrrl" + "r" * (len(header) - 6)
+    return Table(header, [cells for _, cells in sorted(rows, key=lambda row: row[0])], align).markdown()
+
+
+def headline_table(params: Params, root: Path = Path("."), exported: Path | None = None) -> str:
+    """What a reader compares, one row a model over its finished seeds, the highest BLEU on the first test set
+    first: its size, and cased BLEU and chrF on every test set, mean ± sd where more than one seed has finished (the
+    README's table, make headline). finished_table has every run's own row, with where it stopped and its speed."""
+    splits = params.data.eval_splits
+    header = ["Model", "Parameters", "Seeds", *(f"{split} {metric}" for split in splits for metric in ("BLEU", "chrF"))]
+    rows = []
+    for model in params.models:
+        runs = {seed: found for seed in params.seeds if (found := finished_run(model, seed, root, exported))}
+        if not runs:
+            continue
+        scores = {(split, key): spread([found[1].get(split, {}).get(key) for found in runs.values()], list(runs))
+                  for split in splits for key in ("bleu", "chrf")}
+        size = next(iter(runs.values()))[0]["params"]
+        first = scores[splits[0], "bleu"]
+        rows.append((-first["mean"] if first else float("inf"),
+                     [model, f"{size:,}", str(len(runs)), *map(spread_cell, scores.values())]))
+    align = "lrr" + "r" * (len(header) - 3)
     return Table(header, [cells for _, cells in sorted(rows, key=lambda row: row[0])], align).markdown()
 
 
