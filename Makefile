@@ -20,9 +20,10 @@ smoke: $(VENV)/.installed ## the whole pipeline on tiny settings in runs/smoke, 
 
 # the converged grid's committed runs (nmtbench converge --export): the README's quality-against-compute picture
 CONVERGED ?= docs/results/converged-grid-cpu
-headline: $(VENV)/.installed ## redraw the README's picture (val BLEU against training FLOPs) and rewrite its table, from the committed converged runs
+headline: $(VENV)/.installed ## the README's picture (val BLEU against training FLOPs), its table and docs/answer.md's, redrawn from the committed converged runs
 	nmtbench converge --from $(CONVERGED) --plot $(CONVERGED)/flops.png
 	nmtbench converge --from $(CONVERGED) --page README.md
+	nmtbench converge --from $(CONVERGED) --page docs/answer.md
 
 notebook: $(VENV)/.installed ## the lecture companion in JupyterLab, on runs/smoke or NMTBENCH_WORKSPACE (docs/notebook.md)
 	@$(BIN)/python -c 'import jupyterlab, ipywidgets' 2>/dev/null \
