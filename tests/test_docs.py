@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from nmtbench.analysis.claims import CLAIMS
 from nmtbench.config import load_params
 from nmtbench.launch.converge_report import finished_table, headline_table
 from nmtbench.models.family import with_halves
@@ -315,3 +316,36 @@ def test_the_grid_hybrids_are_the_corner_models_halves():
 def test_the_parameter_table_of_the_models_page_is_the_computed_one():
     table = parameter_table()
     assert table in (ROOT / "docs" / "models.md").read_text(encoding="utf-8"), f"put in docs/models.md:\n{table}"
+
+
+NUMBER = r"(\d+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|" \
+         r"seventeen|eighteen|nineteen|twenty)"
+WORDS = dict(zip(NUMBER[1:-1].split("|")[1:], range(1, 21)))
+# the pages a newcomer reads first; the dated pages keep the counts of their day
+FRONT_PAGES = ("README.md", "docs/README.md", "docs/results/README.md")
+
+
+def stated(pattern: str, text: str) -> set[int]:
+    """Every count the text states in the form pattern gives (NUMBER its group), as an int."""
+    return {int(found) if found.isdigit() else WORDS[found.lower()]
+            for found in re.findall(pattern.format(NUMBER), text, flags=re.I)}
+
+
+def test_the_front_pages_agree_on_how_many_models_claims_and_gpu_runs():
+    models = len(yaml.safe_load((ROOT / "params.yaml").read_text())["models"])
+    gpu_runs = len(list((ROOT / "docs/results").glob("*-gpu-*.md")))
+    for page in FRONT_PAGES:
+        text = (ROOT / page).read_text(encoding="utf-8")
+        if page == "docs/results/README.md":
+            text = text.partition("| date |")[0]  # the rows are dated: each says what held then
+        assert stated(r"\b{}(?:-model| models)\b", text) <= {models}, f"{page}: the grid has {models} models"
+        assert stated(r"\b{} (?:textbook )?claims\b", text) <= {len(CLAIMS)}, f"{page}: there are {len(CLAIMS)} claims"
+        runs = stated(r"\bon a GPU {} times\b", text) | stated(r"\bthe {} GPU runs\b", text)
+        assert runs <= {gpu_runs}, f"{page}: there have been {gpu_runs} GPU runs (docs/results/*-gpu-*.md)"
+
+
+def test_every_dated_results_page_is_in_the_index():
+    index = (ROOT / "docs/results/README.md").read_text(encoding="utf-8")
+    missing = [page.name for page in sorted((ROOT / "docs/results").glob("20*.md")) if f"]({page.name})" not in index]
+    assert missing == [], f"docs/results/README.md lists no row for {', '.join(missing)}; add one"
+
