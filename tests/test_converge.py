@@ -27,7 +27,14 @@ from nmtbench.config import ConfigError, parse_params
 from nmtbench.evaluation.compare import load_runs
 from nmtbench.evaluation.compute import flops_curve
 from nmtbench.evaluation.scoring import score
-from nmtbench.launch.converge import compare_finished, converge, covers_export, export_finished, stage_order
+from nmtbench.launch.converge import (
+    compare_finished,
+    converge,
+    covers_export,
+    draw_plot,
+    export_finished,
+    stage_order,
+)
 from nmtbench.launch.converge_report import (
     ASSUMED_EPOCHS,
     curves_table,
@@ -247,7 +254,7 @@ def test_every_runs_curve_so_far_is_drawn_against_flops_with_the_families_swap(t
     page = tmp_path / "page.md"  # #69: make converge PLOT=<a results page> is refused, the page kept
     page.write_text("# Runs\n")
     with pytest.raises(ConfigError, match=r"^--plot .*page.md: the plot is a PNG picture; give a path ending in .png$"):
-        converge(params, plot=page)
+        draw_plot(params, page)
     assert page.read_text() == "# Runs\n"
 
 
@@ -353,7 +360,7 @@ def test_the_curves_and_plot_read_back_from_an_export_are_the_workspaces(tmp_pat
         grid({"lstm": RNN, "tf": TRANSFORMER}), tmp_path / "b.png", tmp_path)
     assert (tmp_path / "a.png").read_bytes() == (tmp_path / "b.png").read_bytes()
     with pytest.raises(ConfigError, match="^--from .*/gone: no such folder; give the folder nmtbench converge "):
-        converge(params, plot=tmp_path / "c.png", exported=tmp_path / "gone")
+        draw_plot(params, tmp_path / "c.png", exported=tmp_path / "gone")
 
 
 def test_the_finished_runs_table_ranks_them_and_reads_an_old_runs_best_checkpoint_off_its_curve(tmp_path):
@@ -704,6 +711,17 @@ def test_converge_refuses_an_unknown_model_and_a_bad_jobs_count_in_one_line(tmp_
     assert capsys.readouterr().err.strip() == "nmtbench converge: error: --threads: must be at least 1, got 0"
     with pytest.raises(ConfigError, match="^unknown model 'transformr'"):
         converge(grid({"a": RNN}), first=["transformr"])
+
+
+def test_converge_does_one_of_its_jobs_at_a_time(tmp_path, monkeypatch, capsys):
+    """Each flag besides training is a job of its own: two of them are refused in one line, not one silently
+    dropped."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    with pytest.raises(SystemExit, match="2"):
+        main(["converge", "--table", "--plot", "a.png"])
+    assert capsys.readouterr().err.strip().endswith("error: argument --plot: not allowed with argument --table")
+    assert not (tmp_path / "a.png").exists()
 
 
 def test_jobs_and_threads_given_to_converge_override_the_launch_block(tmp_path, monkeypatch):

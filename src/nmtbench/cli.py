@@ -274,7 +274,7 @@ def _launch(args):
 
 
 def _converge(args):
-    from nmtbench.launch.converge import converge
+    from nmtbench.launch import converge as actions
 
     _check_at_least_one(args)
     if args.baseline and args.compare is None:
@@ -288,9 +288,20 @@ def _converge(args):
     params = recipe if reading and recipe else load_params(args.params)
     # the curves and the plot so far join this workspace's runs the export lacks (make headline's checkout has none)
     here = load_params(args.params) if reading and recipe and Path(args.params).is_file() else None
-    return converge(params, args.jobs, args.models, status_only=args.status, curves=args.curves, export=args.export,
-                    plot=args.plot, threads=args.threads, exported=args.exported, table=args.table,
-                    compared=args.compare, baseline=args.baseline, recipe=recipe, here=here, page=args.page)
+    if args.curves:
+        return actions.print_curves(params, args.exported, here)
+    if args.page is not None:
+        return actions.write_page(params, args.page, args.jobs, args.exported, here, recipe)
+    if args.table:
+        return actions.print_table(params, args.exported)
+    if args.plot is not None:
+        return actions.draw_plot(params, args.plot, args.exported, here)
+    if args.compare is not None:
+        return actions.compare_so_far(params, args.compare, args.baseline, args.exported)
+    if args.export is not None:
+        return actions.export(params, args.export)
+    return actions.converge(params, args.jobs, args.models, args.threads, status_only=args.status,
+                            exported=args.exported, recipe=recipe)
 
 
 def _check_at_least_one(args) -> None:
@@ -426,27 +437,28 @@ def build_parser() -> argparse.ArgumentParser:
     converge.add_argument("--jobs", type=int, help="trainings at once (default: launch.jobs)")
     converge.add_argument("--threads", type=int, help="torch threads of each training (default: "
                           "launch.threads_per_job): 1 leaves a core to a second workspace converging beside it")
-    converge.add_argument("--status", action="store_true", help="only say what is left")
-    converge.add_argument("--curves", action="store_true",
-                          help="only print every run's val BLEU at each epoch so far, as a markdown table")
-    converge.add_argument("--export", type=Path, metavar="FOLDER",
-                          help="only copy every evaluated run's train.json, learning curve, eval.json and test "
-                          "translations to FOLDER/<model>/seed<seed>/, to commit them")
-    converge.add_argument("--plot", type=Path, metavar="PNG",
-                          help="only draw every run's val BLEU against training FLOPs so far, the families' swap "
-                          "marked, into PNG (make converge PLOT=<png>)")
-    converge.add_argument("--page", type=Path, metavar="MARKDOWN",
-                          help="only rewrite the blocks a results page marks, <!-- converge:status -->, <!-- "
-                          "converge:curves -->, <!-- converge:table -->, <!-- converge:headline --> (one row a model, "
-                          "mean ± sd over seeds) and <!-- converge:plot <png> --> (each to <!-- /converge:<name> -->), "
-                          "with what --status, --curves, --table and --plot give now (make converge PAGE=<page>; make "
-                          "headline: the README's table)")
-    converge.add_argument("--table", action="store_true",
-                          help="only print every evaluated run's size, best checkpoint, stopping and scores on each "
-                          "test set, as a markdown table, the best first (make headline)")
-    converge.add_argument("--compare", type=Path, metavar="FOLDER",
-                          help="only run the compare stage over the models finished so far, into FOLDER "
-                          "(comparison.md and .json): intervals, p-values and verdicts while the grid still trains")
+    only = converge.add_mutually_exclusive_group()  # each flag does one job of its own, besides training
+    only.add_argument("--status", action="store_true", help="only say what is left")
+    only.add_argument("--curves", action="store_true",
+                      help="only print every run's val BLEU at each epoch so far, as a markdown table")
+    only.add_argument("--export", type=Path, metavar="FOLDER",
+                      help="only copy every evaluated run's train.json, learning curve, eval.json and test "
+                      "translations to FOLDER/<model>/seed<seed>/, to commit them")
+    only.add_argument("--plot", type=Path, metavar="PNG",
+                      help="only draw every run's val BLEU against training FLOPs so far, the families' swap "
+                      "marked, into PNG (make converge PLOT=<png>)")
+    only.add_argument("--page", type=Path, metavar="MARKDOWN",
+                      help="only rewrite the blocks a results page marks, <!-- converge:status -->, <!-- "
+                      "converge:curves -->, <!-- converge:table -->, <!-- converge:headline --> (one row a model, "
+                      "mean ± sd over seeds) and <!-- converge:plot <png> --> (each to <!-- /converge:<name> -->), "
+                      "with what --status, --curves, --table and --plot give now (make converge PAGE=<page>; make "
+                      "headline: the README's table)")
+    only.add_argument("--table", action="store_true",
+                      help="only print every evaluated run's size, best checkpoint, stopping and scores on each "
+                      "test set, as a markdown table, the best first (make headline)")
+    only.add_argument("--compare", type=Path, metavar="FOLDER",
+                      help="only run the compare stage over the models finished so far, into FOLDER "
+                      "(comparison.md and .json): intervals, p-values and verdicts while the grid still trains")
     converge.add_argument("--baseline", metavar="MODEL",
                           help="--compare's baseline (default: compare.baseline, which must have finished)")
     converge.add_argument("--from", type=Path, metavar="FOLDER", dest="exported",

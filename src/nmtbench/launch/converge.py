@@ -145,55 +145,76 @@ def stage_order(runs: list[RunProgress], first: list[str] = ()) -> list[str]:
     return order + ([] if any(run.state == "exported" for run in runs) else ["compare"])
 
 
-def converge(params: Params, jobs: int | None = None, first: list[str] = (), status_only: bool = False,
-             curves: bool = False, export: Path | None = None, plot: Path | None = None, threads: int | None = None,
-             exported: Path | None = None, table: bool = False, compared: Path | None = None,
-             baseline: str | None = None, recipe: Params | None = None, here: Params | None = None,
-             page: Path | None = None, out=None) -> int:
-    """first: models to start before the others, in this order. jobs, threads: launch.jobs and
-    launch.threads_per_job for this call. curves: only print every run's val BLEU so far.
-    export: only copy the evaluated runs' small outputs there. plot: only draw every run's val BLEU against
-    training FLOPs so far there. table: only print the evaluated runs' scores. compared: only compare the finished
-    models there, against baseline (default compare.baseline). page: only rewrite that results page's marked blocks
-    (refresh_page). exported: curves, plot, table, compared and page read the
-    runs an export copied there (curves and plot joined with the runs of this workspace, whose params are here, that
-    it lacks); otherwise its finished runs, trained with recipe (its params.yaml), count as done and are not trained
-    here (progress)."""
-    out = out or sys.stdout  # read at the call, where a test may have replaced it
+def existing_export(exported: Path | None) -> Path | None:
+    """The folder --from names, refused in one line where there is none."""
     if exported is not None and not Path(exported).is_dir():
         raise ConfigError(f"--from {exported}: no such folder; give the folder nmtbench converge --export wrote")
-    if curves:
-        print(curves_table(params, exported=exported, here=here), file=out)
-        return 0
-    if page is not None:
-        cfg = params.launch.model_copy(update={"jobs": jobs} if jobs else {})
-        blocks = refresh_page(params, Path(page), cfg.jobs, exported=exported, here=here, recipe=recipe)
-        print(f"nmtbench converge: refreshed {page}: {', '.join(blocks)}", file=out)
-        return 0
-    if table:
-        print(finished_table(params, exported=exported), file=out)
-        return 0
-    if plot is not None:
-        families = plot_curves(params, plot, exported=exported, here=here)
-        print(f"nmtbench converge: wrote {plot}. Families: {families}", file=out)
-        return 0
-    if compared is not None:
-        comparison = compare_finished(params, compared, baseline, exported=exported)
-        print(f"nmtbench converge: compared {len(comparison['models'])} finished model(s) against "
-              f"{comparison['baseline']} in {compared}/comparison.md", file=out)
-        return 0
-    if export is not None:
-        copied = export_finished(progress(params), export)
-        print(f"nmtbench converge: copied {len(copied)} evaluated run(s) to {export}: {', '.join(copied) or 'none'}",
-              file=out)
-        return 0
+    return exported
+
+
+# The actions of nmtbench converge besides training, each chosen by its own flag (one at a time). exported: the runs
+# an export copied there, read instead of the workspace's; here: this workspace's params, whose runs the export lacks
+# join the curves and the plot.
+
+def print_curves(params: Params, exported: Path | None = None, here: Params | None = None, out=None) -> int:
+    """--curves: every run's val BLEU at each epoch so far."""
+    print(curves_table(params, exported=existing_export(exported), here=here), file=out or sys.stdout)
+    return 0
+
+
+def print_table(params: Params, exported: Path | None = None, out=None) -> int:
+    """--table: every evaluated run's size, best checkpoint, stopping and scores."""
+    print(finished_table(params, exported=existing_export(exported)), file=out or sys.stdout)
+    return 0
+
+
+def write_page(params: Params, page: Path, jobs: int | None = None, exported: Path | None = None,
+               here: Params | None = None, recipe: Params | None = None, out=None) -> int:
+    """--page: a results page's marked blocks rewritten (refresh_page); recipe, the export's params."""
+    cfg = params.launch.model_copy(update={"jobs": jobs} if jobs else {})
+    blocks = refresh_page(params, Path(page), cfg.jobs, exported=existing_export(exported), here=here, recipe=recipe)
+    print(f"nmtbench converge: refreshed {page}: {', '.join(blocks)}", file=out or sys.stdout)
+    return 0
+
+
+def draw_plot(params: Params, plot: Path, exported: Path | None = None, here: Params | None = None, out=None) -> int:
+    """--plot: every run's val BLEU against training FLOPs so far, the families' swap marked."""
+    families = plot_curves(params, plot, exported=existing_export(exported), here=here)
+    print(f"nmtbench converge: wrote {plot}. Families: {families}", file=out or sys.stdout)
+    return 0
+
+
+def compare_so_far(params: Params, folder: Path, baseline: str | None = None, exported: Path | None = None,
+                   out=None) -> int:
+    """--compare: the compare stage over the models finished so far (compare_finished)."""
+    comparison = compare_finished(params, folder, baseline, exported=existing_export(exported))
+    print(f"nmtbench converge: compared {len(comparison['models'])} finished model(s) against "
+          f"{comparison['baseline']} in {folder}/comparison.md", file=out or sys.stdout)
+    return 0
+
+
+def export(params: Params, folder: Path, out=None) -> int:
+    """--export: this workspace's evaluated runs' small outputs copied to folder, to be committed."""
+    copied = export_finished(progress(params), folder)
+    print(f"nmtbench converge: copied {len(copied)} evaluated run(s) to {folder}: {', '.join(copied) or 'none'}",
+          file=out or sys.stdout)
+    return 0
+
+
+def converge(params: Params, jobs: int | None = None, first: list[str] = (), threads: int | None = None,
+             status_only: bool = False, exported: Path | None = None, recipe: Params | None = None, out=None) -> int:
+    """Say what is left and how long it should take, then (unless status_only) train and evaluate what has not
+    finished, N at once. first: models to start before the others, in this order. jobs, threads: launch.jobs and
+    launch.threads_per_job for this call. The runs an export at `exported` holds, trained with recipe (its
+    params.yaml), count as done and are not trained here (progress)."""
     from nmtbench.launch import launch
 
+    out = out or sys.stdout  # read at the call, where a test may have replaced it
     for model in first:
         params.model_block(model)  # an unknown name is refused in one line
     overrides = {key: value for key, value in (("jobs", jobs), ("threads_per_job", threads)) if value}
     cfg: LaunchConfig = params.launch.model_copy(update=overrides)
-    runs = progress(params, exported=exported, exported_params=recipe)
+    runs = progress(params, exported=existing_export(exported), exported_params=recipe)
     print(status_table(runs, cfg.jobs), file=out)
     if status_only:
         return 0
