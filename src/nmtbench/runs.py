@@ -42,6 +42,12 @@ class RunPaths:
         return self.model_dir / "best.ckpt"
 
     @property
+    def unfinished(self) -> Path:
+        """What a run needs to continue after an interruption (last.ckpt, the snapshots to average); removed once
+        it has finished."""
+        return self.model_dir / "unfinished"
+
+    @property
     def train_lock(self) -> Path:
         """The lock of the run's training, holding its pid (beside the model folder: Lightning warns of a non-empty
         one)."""

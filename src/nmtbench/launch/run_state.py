@@ -160,7 +160,7 @@ def curve_rows(paths: RunPaths) -> list[dict] | None:
     it resumes, which carries them."""
     if paths.learning_curve.is_file():
         return read_csv(paths.learning_curve)
-    last = paths.model_dir / "unfinished" / "last.ckpt"
+    last = paths.unfinished / "last.ckpt"
     if not last.is_file():
         return None
     try:
