@@ -630,6 +630,19 @@ def test_the_curves_so_far_join_the_export_with_this_workspaces_runs_of_its_reci
         grid({"done": RNN, "going": TRANSFORMER}), tmp_path / "alike.png", alike)
     assert (tmp_path / "joined.png").read_bytes() == (tmp_path / "alike.png").read_bytes()
 
+def test_a_checkout_with_one_seed_draws_every_seed_of_an_export(tmp_path):
+    """make headline in a checkout whose params.yaml has one seed: the export's other seeds are drawn too."""
+    export_params, here = grid({"done": RNN}, seeds=(1, 2)), grid({"done": RNN})
+    export = export_of(tmp_path, export_params, {"done": {"epochs": 1}})
+    (export / "done/seed2").mkdir()
+    for seed, bleu in ((1, 30.5), (2, 31.5)):
+        (export / f"done/seed{seed}/learning_curve.csv").write_text(
+            "step,epoch,wall_seconds,target_tokens,train_flops,train_loss,val_loss,val_ppl,val_bleu\n"
+            f"5,1.0,5.0,0,5000000000,1.0,1.0,2.7,{bleu}\n")
+    assert curves_table(export_params, tmp_path, export, here).splitlines()[2:] == [
+        "| done | 1 | 1 | 30.50 (1) | 30.5 |", "| done | 2 | 1 | 31.50 (1) | 31.5 |"]
+
+
 def test_a_results_page_has_its_marked_blocks_rewritten_and_its_prose_kept(tmp_path):
     """--page: the status, the curves and the plot's flip where the page marks them, from the export joined with this
     workspace's runs, the picture beside the page; again, the same page; a page without blocks is refused."""

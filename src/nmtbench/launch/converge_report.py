@@ -245,7 +245,8 @@ def joined_curves(params: Params, root: Path, exported: Path | None,
     joined = []
     for model in [*here.models, *(model for model in params.models if model not in here.models)]:
         source = here if model in here.models else params
-        for seed in source.seeds:
+        # the export's seeds and this workspace's: a checkout's params.yaml has fewer than a grid's seeds
+        for seed in dict.fromkeys([*(params.seeds if model in params.models else ()), *source.seeds]):
             rows = exported_rows(exported, model, seed)
             if rows is None and model in here.models and model in params.models and (
                     recipe_difference(here, params, model, seed) is None):
