@@ -1,4 +1,4 @@
-"""nmtbench.evaluation.gpu_page (nmtbench gpu-report): the results page of a GPU run shows the figures of the
+"""nmtbench.gpu.page (nmtbench gpu-report): the results page of a GPU run shows the figures of the
 files that came back, exactly, says what failed and why, and puts the ranking's flip where its definition puts it.
 
 tests/fixtures/gpu_rehearsal is what a CPU rehearsal returned (trimmed to the files the page reads):
@@ -18,7 +18,7 @@ import pytest
 
 from nmtbench import cli
 from nmtbench.blocks import ConfigError
-from nmtbench.evaluation import gpu_page
+from nmtbench.gpu import page as gpu_page
 
 ROOT = Path(__file__).resolve().parents[1]
 REHEARSAL = ROOT / "tests" / "fixtures" / "gpu_rehearsal"

@@ -1,6 +1,6 @@
 """The package's layers: one way down. Every room (a subpackage such as data/, or a top-level module such as
 config.py) stands above all the rooms it imports, so no module imports from a layer above it; nothing below
-training imports it; and every module imports on its own (no cycles)."""
+training imports it; only cli.py imports gpu/; and every module imports on its own (no cycles)."""
 import ast
 import subprocess
 import sys
@@ -75,6 +75,12 @@ def test_no_module_imports_from_a_layer_above_it():
     graph = rooms()
     cycle = loop(graph)
     assert cycle == [], " -> ".join(f"{a} ({', '.join(graph[a][b])})" for a, b in zip(cycle, cycle[1:]))
+
+
+def test_only_the_command_line_imports_the_gpu_area():
+    """gpu/ serves a machine lent for minutes: the stages, the evaluation and the launcher work without it."""
+    found = {own: files for own, imports in rooms().items() for other, files in imports.items() if other == "gpu"}
+    assert set(found) == {"cli"}, found
 
 
 def test_the_layer_check_sees_an_import_back_up():

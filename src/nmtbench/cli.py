@@ -313,7 +313,7 @@ def _check_at_least_one(args) -> None:
 
 
 def _timed_grid(args):
-    from nmtbench.launch.timed import EVALUATE_SECONDS, STARTUP_SECONDS, setting, timed_grid
+    from nmtbench.gpu.timed_grid import EVALUATE_SECONDS, STARTUP_SECONDS, setting, timed_grid
 
     return timed_grid(Path(args.params).parent, args.folder, args.profile, [setting(text) for text in args.set],
                       args.tokenized, args.seconds, args.jobs, args.models, args.tiny_models,
@@ -322,14 +322,14 @@ def _timed_grid(args):
 
 
 def _timed_grid_more(args):
-    from nmtbench.launch.timed import EVALUATE_SECONDS, STARTUP_SECONDS, more_grid
+    from nmtbench.gpu.timed_grid import EVALUATE_SECONDS, STARTUP_SECONDS, more_grid
 
     return more_grid(args.folder, args.seconds, args.jobs, args.startup_seconds or STARTUP_SECONDS,
                      args.evaluate_seconds or EVALUATE_SECONDS)
 
 
 def _probe_jobs(args):
-    from nmtbench.launch.timed import STARTUP_SECONDS, probe_jobs, setting
+    from nmtbench.gpu.timed_grid import STARTUP_SECONDS, probe_jobs, setting
 
     return probe_jobs(Path(args.params).parent, args.folder, args.profile, [setting(text) for text in args.set],
                       args.tokenized, args.levels, args.train_seconds, args.model, args.tiny_models,
@@ -337,7 +337,7 @@ def _probe_jobs(args):
 
 
 def _gpu_report(args):
-    from nmtbench.evaluation.gpu_page import write_gpu_page
+    from nmtbench.gpu.page import write_gpu_page
 
     page, plot = write_gpu_page(args.folders, args.kind, args.date, force=args.force,
                                 project=Path(args.params).parent)

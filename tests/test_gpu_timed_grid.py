@@ -1,5 +1,5 @@
-"""nmtbench timed-grid and probe-jobs (launch/timed.py): a grid run without dvc in a fixed wall time writes what the
-pipeline writes, with the profiles of the GPU runs valid and each training's time budget fitting the call."""
+"""nmtbench timed-grid and probe-jobs (gpu/timed_grid.py): a grid run without dvc in a fixed wall time writes what
+the pipeline writes, with the profiles of the GPU runs valid and each training's time budget fitting the call."""
 import json
 import shutil
 from pathlib import Path
@@ -9,7 +9,7 @@ import yaml
 
 from nmtbench.blocks import ConfigError
 from nmtbench.config import parse_params
-from nmtbench.launch import timed
+from nmtbench.gpu import timed_grid
 from nmtbench.profiles import merged_params
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -17,15 +17,15 @@ PROFILES = ROOT / "profiles"
 
 
 def test_a_setting_is_a_dotted_key_and_a_yaml_value():
-    assert timed.setting("train.budget.value=150") == {"train": {"budget": {"value": 150}}}
-    assert timed.setting("seeds=[1, 2]") == {"seeds": [1, 2]}
+    assert timed_grid.setting("train.budget.value=150") == {"train": {"budget": {"value": 150}}}
+    assert timed_grid.setting("seeds=[1, 2]") == {"seeds": [1, 2]}
     with pytest.raises(ConfigError, match="expected key=value"):
-        timed.setting("train.lr")
+        timed_grid.setting("train.lr")
 
 
 def test_settings_go_on_top_of_the_profiles_in_order():
-    merged = merged_params(ROOT, [PROFILES / "smoke.yaml"], [timed.setting("train.lr=0.5"),
-                                                             timed.setting("train.lr=0.25"),
+    merged = merged_params(ROOT, [PROFILES / "smoke.yaml"], [timed_grid.setting("train.lr=0.5"),
+                                                             timed_grid.setting("train.lr=0.25"),
                                                              {"seeds": [7], "beam_sweep": {"seed": 7}}])
     assert (merged["train"]["lr"], merged["seeds"], merged["train"]["max_epochs"]) == (0.25, [7], 2)
 
@@ -37,7 +37,7 @@ def test_settings_go_on_top_of_the_profiles_in_order():
     (100, 14, 1, 5),                      # never less than a few seconds
 ])
 def test_each_training_gets_its_share_of_the_call(seconds, runs, jobs, expected):
-    assert timed.training_seconds(seconds, runs, jobs) == expected
+    assert timed_grid.training_seconds(seconds, runs, jobs) == expected
 
 
 def test_more_time_goes_to_the_runs_their_budget_stopped_and_raises_the_budget_by_their_share(tmp_path, monkeypatch):
@@ -64,29 +64,29 @@ def test_more_time_goes_to_the_runs_their_budget_stopped_and_raises_the_budget_b
                 (folder / "metrics" / model / "seed1").mkdir(parents=True, exist_ok=True)
                 (folder / "metrics" / model / "seed1" / "eval.json").write_text("{}")
 
-    monkeypatch.setattr(timed, "launched", launch)
+    monkeypatch.setattr(timed_grid, "launched", launch)
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "comparison.json").write_text("{}")  # the earlier call's, over b alone
-    assert timed.more_grid(tmp_path, 400, jobs=2) == 0
+    assert timed_grid.more_grid(tmp_path, 400, jobs=2) == 0
     assert launched == [(["train@a-1", "evaluate@a-1", "train@c-1", "evaluate@c-1"], 2, [False, True, False]),
                         (["compare", "report"], 1, [False, True, False])]
     assert not (tmp_path / "results" / "comparison.json").exists()  # so the launcher compares afresh
-    share = timed.training_seconds(400, 2, 2)
+    share = timed_grid.training_seconds(400, 2, 2)
     raised = yaml.safe_load((tmp_path / "params.yaml").read_text())
     assert list(raised["models"]) == ["a", "b", "c"] and raised["train"]["budget"] == {"kind": "time",
                                                                                       "value": 399 + share}
-    assert json.loads((tmp_path / timed.SUMMARY).read_text())["train_budget_seconds"] == 399 + share
+    assert json.loads((tmp_path / timed_grid.SUMMARY).read_text())["train_budget_seconds"] == 399 + share
 
 
 def test_the_probe_chooses_the_most_tokens_through_the_gpu_and_fewer_jobs_on_a_tie():
     probe = {1: {"total_tokens_per_s": 50_000}, 4: {"total_tokens_per_s": 150_000},
              8: {"total_tokens_per_s": 140_000}}
-    assert timed.choose_jobs(probe) == 4
-    assert timed.choose_jobs({**probe, 8: {"total_tokens_per_s": 150_000}}) == 4
+    assert timed_grid.choose_jobs(probe) == 4
+    assert timed_grid.choose_jobs({**probe, 8: {"total_tokens_per_s": 150_000}}) == 4
 
 
 def test_tiny_sizes_shrink_the_models_present_and_add_none_and_nothing_else():
-    tiny = merged_params(ROOT, [PROFILES / "published.yaml"], timed.overrides([], PROFILES / "smoke.yaml"))
+    tiny = merged_params(ROOT, [PROFILES / "published.yaml"], timed_grid.overrides([], PROFILES / "smoke.yaml"))
     published = merged_params(ROOT, [PROFILES / "published.yaml"])
     assert list(tiny["models"]) == list(published["models"]) == ["transformer_tiny", "gru_attention"]
     assert tiny["models"]["transformer_tiny"]["d_model"] == 32 < published["models"]["transformer_tiny"]["d_model"]
@@ -135,28 +135,28 @@ def test_the_published_profile_trains_the_papers_two_systems_on_their_recipes_on
 def test_the_rehearsal_runs_the_gpu_profiles_on_the_cpu_at_smoke_sizes():
     params = parse_params(merged_params(
         ROOT, [PROFILES / "gpu.yaml", PROFILES / "gpu_converge.yaml", PROFILES / "gpu_rehearsal.yaml"],
-        timed.overrides([], PROFILES / "smoke.yaml")))
+        timed_grid.overrides([], PROFILES / "smoke.yaml")))
     assert (params.train.accelerator, params.evaluate.device, params.train.precision) == ("cpu", "cpu", "32-true")
     assert params.models["transformer"]["d_model"] == 32 and list(params.models) == GRID
 
 
 def test_a_grid_of_some_models_compares_them_alone_and_keeps_its_baseline():
     merged = merged_params(ROOT, [PROFILES / "gpu.yaml", PROFILES / "gpu_converge.yaml"])
-    assert list(timed.only_models(merged, ["cnn", "transformer"])["models"]) == ["cnn", "transformer"]
+    assert list(timed_grid.only_models(merged, ["cnn", "transformer"])["models"]) == ["cnn", "transformer"]
     with pytest.raises(ValueError, match="not a model of params.yaml"):  # beam_sweep.model, compare.baseline
-        timed.only_models(merged, ["cnn"])
+        timed_grid.only_models(merged, ["cnn"])
     with pytest.raises(ConfigError, match="--models: nonesuch not in the merged params"):
-        timed.only_models(merged, ["transformer", "nonesuch"])
+        timed_grid.only_models(merged, ["transformer", "nonesuch"])
 
 
 def test_a_corpus_tokenized_with_other_params_is_refused(tmp_path):
     merged = yaml.safe_load((ROOT / "params.yaml").read_text())
     recorded = tmp_path / "params.json"
     recorded.write_text(json.dumps({"data": merged["data"], "tokenize": merged["tokenize"]}))
-    timed.refuse_other_data(merged, recorded)  # the same blocks: no complaint
+    timed_grid.refuse_other_data(merged, recorded)  # the same blocks: no complaint
     other = {**merged, "tokenize": {**merged["tokenize"], "vocab_size": 123}}
     with pytest.raises(ConfigError, match="other tokenize params"):
-        timed.refuse_other_data(other, recorded)
+        timed_grid.refuse_other_data(other, recorded)
 
 
 def dvc_stages() -> dict:
@@ -170,12 +170,12 @@ def expand(text: str, model: str, seed: int) -> str:
 def test_compare_covers_the_finished_models_and_moves_what_named_the_others():
     merged = merged_params(ROOT, [PROFILES / "published.yaml"])
     assert (merged["compare"]["baseline"], merged["beam_sweep"]["model"]) == ("transformer_tiny", "transformer_tiny")
-    cut = timed.finished_only(merged, ["gru_attention"])
+    cut = timed_grid.finished_only(merged, ["gru_attention"])
     assert list(cut["models"]) == ["gru_attention"] and cut["models"]["gru_attention"] == merged["models"][
         "gru_attention"]
     assert (cut["compare"]["baseline"], cut["beam_sweep"]["model"]) == ("gru_attention", "gru_attention")
     assert list(cut["compare"]["published"]) == ["gru_attention"]
-    assert timed.finished_only(merged, ["transformer_tiny", "gru_attention"]) == merged  # all finished
+    assert timed_grid.finished_only(merged, ["transformer_tiny", "gru_attention"]) == merged  # all finished
 
 
 def pipeline_outputs(models: list[str], seed: int) -> list[str]:
@@ -231,7 +231,7 @@ def test_a_probe_then_a_grid_with_a_failed_run_compares_the_others_and_every_res
     assert code == 1
     missing = {path for path in pipeline_outputs(list(TRAINED_MODELS), 3) if not (workspace / path).exists()}
     assert missing == {"results/tiny/seed3", "metrics/tiny/seed3/attention.json", "metrics/tiny/seed3/eval.json"}
-    summary = json.loads((workspace / timed.SUMMARY).read_text())
+    summary = json.loads((workspace / timed_grid.SUMMARY).read_text())
     assert not summary["all_ok"] and summary["compared"] == ["tiny_rnn"] and summary["jobs"] == probe["chosen_jobs"]
     assert [r["model"] for r in summary["runs"]] == list(TRAINED_MODELS)
     assert summary["runs"][1]["test_2016_flickr"]["bleu"] is not None
