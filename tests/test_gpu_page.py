@@ -1,5 +1,5 @@
-"""nmtbench.gpu.page (nmtbench gpu-report): the results page of a GPU run shows the figures of the
-files that came back, exactly, says what failed and why, and puts the ranking's flip where its definition puts it.
+"""nmtbench.gpu.page and returned_calls (nmtbench gpu-report): the results page of a GPU run shows the figures of
+the files that came back, exactly, says what failed and why, and puts the ranking's flip where its definition puts it.
 
 tests/fixtures/gpu_rehearsal is what a CPU rehearsal returned (trimmed to the files the page reads):
 `GPU_CHECK_CPU=1 GPU_GRID_JOBS=1 GPU_GRID_MODELS="transformer gru cnn" tools/gpu_check.sh tests published grid` at
@@ -19,6 +19,7 @@ import pytest
 from nmtbench import cli
 from nmtbench.blocks import ConfigError
 from nmtbench.gpu import page as gpu_page
+from nmtbench.gpu import returned_calls
 
 ROOT = Path(__file__).resolve().parents[1]
 REHEARSAL = ROOT / "tests" / "fixtures" / "gpu_rehearsal"
@@ -195,12 +196,12 @@ def test_a_tarball_cut_short_gives_its_whole_files_and_one_line_on_what_is_missi
 def test_a_file_the_cut_went_through_is_left_out_and_an_empty_tarball_is_named(tmp_path):
     out = returned(tmp_path / "out")
     cut_short(out / "grid.tar.gz", "grid/metrics/gru/seed1/learning_curve.csv")
-    assert gpu_page.unpack(out / "grid.tar.gz", tmp_path / "x") == (
+    assert returned_calls.unpack(out / "grid.tar.gz", tmp_path / "x") == (
         "is cut short (EOFError); only its first 5 files came out, the rest is missing from this page")
     run = tmp_path / "x" / "grid" / "metrics" / "gru" / "seed1"
     assert (run / "eval.json").is_file() and not (run / "learning_curve.csv").exists()  # not a shorter curve
     (out / "tests.tar.gz").write_bytes(b"")
-    assert gpu_page.unpack(out / "tests.tar.gz", tmp_path / "y") == (
+    assert returned_calls.unpack(out / "tests.tar.gz", tmp_path / "y") == (
         "is cut short (ReadError); all it held is missing from this page")
 
 

@@ -1,5 +1,6 @@
-"""nmtbench timed-grid and probe-jobs (gpu/timed_grid.py): a grid run without dvc in a fixed wall time writes what
-the pipeline writes, with the profiles of the GPU runs valid and each training's time budget fitting the call."""
+"""nmtbench timed-grid and probe-jobs (gpu/timed_grid.py, gpu/probe.py): a grid run without dvc in a fixed wall
+time writes what the pipeline writes, with the profiles of the GPU runs valid and each training's time budget
+fitting the call."""
 import json
 import shutil
 from pathlib import Path
@@ -10,6 +11,7 @@ import yaml
 from nmtbench.blocks import ConfigError
 from nmtbench.config import parse_params
 from nmtbench.gpu import timed_grid
+from nmtbench.gpu.probe import choose_jobs
 from nmtbench.profiles import merged_params
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,8 +83,8 @@ def test_more_time_goes_to_the_runs_their_budget_stopped_and_raises_the_budget_b
 def test_the_probe_chooses_the_most_tokens_through_the_gpu_and_fewer_jobs_on_a_tie():
     probe = {1: {"total_tokens_per_s": 50_000}, 4: {"total_tokens_per_s": 150_000},
              8: {"total_tokens_per_s": 140_000}}
-    assert timed_grid.choose_jobs(probe) == 4
-    assert timed_grid.choose_jobs({**probe, 8: {"total_tokens_per_s": 150_000}}) == 4
+    assert choose_jobs(probe) == 4
+    assert choose_jobs({**probe, 8: {"total_tokens_per_s": 150_000}}) == 4
 
 
 def test_tiny_sizes_shrink_the_models_present_and_add_none_and_nothing_else():

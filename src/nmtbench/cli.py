@@ -329,7 +329,8 @@ def _timed_grid_more(args):
 
 
 def _probe_jobs(args):
-    from nmtbench.gpu.timed_grid import STARTUP_SECONDS, probe_jobs, setting
+    from nmtbench.gpu.probe import probe_jobs
+    from nmtbench.gpu.timed_grid import STARTUP_SECONDS, setting
 
     return probe_jobs(Path(args.params).parent, args.folder, args.profile, [setting(text) for text in args.set],
                       args.tokenized, args.levels, args.train_seconds, args.model, args.tiny_models,

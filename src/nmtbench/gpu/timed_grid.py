@@ -1,12 +1,11 @@
-"""`nmtbench timed-grid`, `timed-grid-more` and `probe-jobs`: a grid of runs in a fixed wall time, more time for the
-runs its budget stopped, on a machine that may lack dvc (a GPU machine lent for minutes: docs/gpu.md).
+"""`nmtbench timed-grid` and `timed-grid-more`: a grid of runs in a fixed wall time, and more time for the runs its
+budget stopped, on a machine that may lack dvc (a GPU machine lent for minutes: docs/gpu.md).
 
 The grid is a workspace (params.yaml merged with profiles, with the carried data/tokenized) in which `nmtbench launch
 --without-dvc` runs dvc.yaml's tune, train and evaluate stages of every run, N at once; then compare and report over
 the models whose every run finished (params.yaml cut to them, the whole grid kept as params.grid.yaml). W&B is off.
     nmtbench timed-grid runs/gpu-check/grid --profile profiles/gpu.yaml --profile profiles/gpu_converge.yaml \
         --tokenized .gpu-bundle/corpora/default/tokenized --seconds 300 --jobs 8
-    nmtbench probe-jobs runs/gpu-check/probe --profile ... --levels 1 4 8 --train-seconds 20
 Time: `--seconds` is the whole run's; each training's time budget is what it leaves after the allowances for
 starting and evaluating, split over the waves of jobs (training_seconds), and the launcher cuts whatever runs past
 it. The GPU's memory is sampled with nvidia-smi while the trainings run, where it exists.
@@ -64,11 +63,6 @@ def training_seconds(seconds: float, runs: int, jobs: int, startup: float = STAR
     waves = math.ceil(runs / jobs)
     per_wave = (seconds - FINISH_SECONDS) / waves - startup - evaluate
     return max(int(per_wave), 5)
-
-
-def choose_jobs(probe: dict[int, dict]) -> int:
-    """The number of trainings at once that moved the most target tokens per second through the GPU."""
-    return max(probe, key=lambda jobs: (probe[jobs]["total_tokens_per_s"], -jobs))
 
 
 def prepare_workspace(folder: Path, project: Path, profiles: list[Path], extra: list[dict], tokenized: Path) -> dict:
@@ -296,33 +290,3 @@ def run_and_compare(folder: Path, params: dict, runs: list[tuple[str, int]], ord
     if compared:
         print((folder / "results" / "comparison.md").read_text().split("\n\n")[0])
     return 0 if summary["all_ok"] else 1
-
-
-def probe_jobs(project: Path, folder: Path, profiles: list[Path], settings: list[dict], tokenized: Path,
-               levels: list[int], train_seconds: int, model: str, tiny_models: Path | None = None,
-               startup: float = STARTUP_SECONDS) -> int:
-    """`levels` trainings of one model at once, each level in its own workspace, for train_seconds each: target
-    tokens/s per job and for the GPU, and the GPU's peak memory, then the number of jobs to pack. probe.json is
-    rewritten after each level, so a probe cut short still tells the grid what it measured."""
-    found = {"model": model, "train_seconds": train_seconds, "levels": {}}
-    os.environ.update(WANDB_MODE="disabled", PYTHONUNBUFFERED="1")
-    for jobs in levels:
-        workspace = folder / f"jobs{jobs}"
-        extra = overrides([*settings, {"seeds": list(range(1, jobs + 1)), "beam_sweep": {"seed": 1},
-                                        "train": {"budget": {"kind": "time", "value": train_seconds}}}], tiny_models)
-        prepare_workspace(workspace, project, profiles, extra, tokenized)
-        runs = [(model, seed) for seed in range(1, jobs + 1)]
-        started = time.monotonic()
-        with GpuMemory(workspace) as memory:  # a training's start, its budget and the validation that ends it
-            code = launched(workspace, [f"train@{model}-{seed}" for _, seed in runs], jobs,
-                            train_seconds + 2 * startup)
-        rates = [train_row(workspace, *run)["train_tokens_per_s"] or 0 for run in runs]
-        found["levels"][jobs] = {"per_job_tokens_per_s": rates, "total_tokens_per_s": round(sum(rates), 1),
-                                 "gpu_peak_memory_mib": memory.peak_mib, "all_ok": code == 0,
-                                 "wall_seconds": round(time.monotonic() - started, 1)}
-        found["chosen_jobs"] = choose_jobs(found["levels"])
-        write_text(folder / "probe.json", json.dumps(found, indent=1) + "\n")
-        print(f"  {jobs} at once: {sum(rates):,.0f} target tokens/s in all, peak GPU memory "
-              f"{memory.peak_mib} MiB", flush=True)
-    print(f"jobs per GPU chosen: {found['chosen_jobs']}")
-    return 0 if all(level["all_ok"] for level in found["levels"].values()) else 1
