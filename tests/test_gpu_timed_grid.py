@@ -47,7 +47,7 @@ def test_more_time_goes_to_the_runs_their_budget_stopped_and_raises_the_budget_b
     on (train, then evaluate again), b is left alone; the budget rises by the share of 2 runs, 2 at once."""
     params = {"models": {"a": {}, "b": {}, "c": {}}, "seeds": [1],
               "train": {"budget": {"kind": "time", "value": 399}, "early_stopping_patience": 3}}
-    (tmp_path / "params.grid.yaml").write_text(yaml.safe_dump(params))  # as compare_finished left it
+    (tmp_path / "params.grid.yaml").write_text(yaml.safe_dump(params))  # as compare_and_report left it
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({**params, "models": {"b": {}}}))
     for model, why in (("a", "budget"), ("b", "early_stopping")):
         metrics = tmp_path / "metrics" / model / "seed1"

@@ -24,7 +24,7 @@ import yaml
 from nmtbench import figures
 from nmtbench.blocks import ConfigError
 from nmtbench.evaluation.compute import FLIP_DEFINITION, ranking_flip, swap_text
-from nmtbench.gpu.returned_calls import Part, Run, first, grid_summary, machine, part_runs, read_returned
+from nmtbench.gpu.returned_calls import Part, ReturnedRun, first, grid_summary, machine, part_runs, read_returned
 from nmtbench.tables import Table, dash
 
 LOG_LINES = 4  # the last lines of a failed stage's log shown on the page
@@ -38,16 +38,16 @@ def interval(test: dict | None) -> list[str]:
             "baseline" if test["p_value"] is None else f"{test['p_value']:.4g}"]
 
 
-def stopped_by(run: Run) -> str:
+def why_stopped(run: ReturnedRun) -> str:
     """Why the run stopped, as train.json says (runs trained before it said: not recorded)."""
     return "-" if not run.train else (run.train.get("stopped_by") or "not recorded").replace("_", " ")
 
 
-def label(run: Run, runs: list[Run]) -> str:
+def label(run: ReturnedRun, runs: list[ReturnedRun]) -> str:
     return run.model + (f" (seed {run.seed})" if len({r.seed for r in runs}) > 1 else "")
 
 
-def runs_table(params: dict, runs: list[Run], comparison: dict, jobs: int | None) -> Table:
+def runs_table(params: dict, runs: list[ReturnedRun], comparison: dict, jobs: int | None) -> Table:
     """Per run: on every test set BLEU, its interval and p-value against the baseline, BLEU lc tok; then epochs,
     why it stopped, training target tokens/s labelled with how many trained at once, decoding sentences/s."""
     splits = params["data"]["eval_splits"]
@@ -62,7 +62,7 @@ def runs_table(params: dict, runs: list[Run], comparison: dict, jobs: int | None
             test = (comparison.get("models", {}).get(run.model, {}).get(split, {}).get("bootstrap", {})
                     .get("per_seed", {}).get(str(run.seed)))
             cells += [dash(scores.get("bleu"), ".2f"), *interval(test), dash(scores.get("bleu_lc_tok"), ".2f")]
-        cells += [dash(run.train.get("epochs")), stopped_by(run), dash(run.train.get("train_tokens_per_s"), ",.0f"),
+        cells += [dash(run.train.get("epochs")), why_stopped(run), dash(run.train.get("train_tokens_per_s"), ",.0f"),
                   dash(run.scores.get(splits[0], {}).get("sentences_per_s"), ",.1f")]
         rows.append(cells)
     return Table(header, rows, "l" + "r" * (len(header) - 4) + "lrr")  # "Stopped by" is words
@@ -86,7 +86,7 @@ def log_tail(text: str) -> list[str]:
     return [line.rstrip() for line in re.split(r"[\r\n]+", text) if line.strip()][-LOG_LINES:]
 
 
-def failures(part: Part, runs: list[Run]) -> list[str]:
+def failures(part: Part, runs: list[ReturnedRun]) -> list[str]:
     """Why a part did not pass: its summary lines, every stage that failed with the end of its log, and the runs
     that left no scores."""
     lines = []
@@ -151,12 +151,12 @@ def published_lines(part: Part, project: Path) -> list[str]:
     quoted = yaml.safe_load((project / "profiles" / "published.yaml").read_text())["compare"]["published"]
     rows = []
     for model, figure in quoted.items():
-        for run in [run for run in runs if run.model == model] or [Run(model, 0, "", {}, {}, [])]:
+        for run in [run for run in runs if run.model == model] or [ReturnedRun(model, 0, "", {}, {}, [])]:
             ours = run.scores.get(figure["split"], {}).get("bleu_lc_tok")
             rows.append([label(run, runs), figure["split"], dash(ours, ".2f"), f"{figure['bleu']:.2f}",
                          dash(None if ours is None else round(ours - figure["bleu"], 2), "+.2f"),
                          dash(run.train.get("epochs")),
-                         stopped_by(run), figure["source"]])
+                         why_stopped(run), figure["source"]])
     table = Table(["Model", "Test set", "Ours, BLEU lc tok", "Published", "Ours - published", "Epochs", "Stopped by",
                    "Published by"], rows, "llrrrrll")
     lines = [table.markdown(), "", "- Published: lowercased BLEU on Moses tokens as each paper reports it (quoted, "

@@ -126,8 +126,9 @@ def first(pattern: str, text: str) -> str | None:
 
 
 @dataclass
-class Run:
-    """One model and seed of a part: what train.json, eval.json and the learning curve say, {} where absent."""
+class ReturnedRun:
+    """One model and seed of a part as it came back: what train.json, eval.json and the learning curve say, {} where
+    absent."""
     model: str
     seed: int
     family: str | None  # None where params.yaml gives the model none
@@ -136,7 +137,7 @@ class Run:
     curve: list[tuple[float, float]]  # (training FLOPs, val BLEU) at each validation
 
 
-def part_runs(part: Part) -> tuple[dict, list[Run]]:
+def part_runs(part: Part) -> tuple[dict, list[ReturnedRun]]:
     """The merged params the part's runs trained with and every run they name: its workspace's params.grid.yaml,
     where a failed run had params.yaml cut to the finished models for compare, else params.yaml."""
     name = "params.grid.yaml" if part.text("params.grid.yaml") else "params.yaml"
@@ -150,8 +151,8 @@ def part_runs(part: Part) -> tuple[dict, list[Run]]:
         family = block.get("family") if isinstance(block, dict) else None
         for seed in params.get("seeds", [42]):
             paths = RunPaths(model, seed)  # relative to the part's folder
-            runs.append(Run(model, seed, family, part.json(paths.train_metrics, {}), part.json(paths.eval_metrics, {}),
-                            flops_curve(part.folder / paths.learning_curve)))
+            runs.append(ReturnedRun(model, seed, family, part.json(paths.train_metrics, {}),
+                                    part.json(paths.eval_metrics, {}), flops_curve(part.folder / paths.learning_curve)))
     return params, runs
 
 
@@ -160,7 +161,7 @@ def grid_summary(part: Part) -> dict:
     return part.json("timed_grid.json") or part.json("gpu_runs.json", {})
 
 
-def machine(calls: list[str], parts: dict[str, Part], runs: list[Run]) -> dict[str, str | None]:
+def machine(calls: list[str], parts: dict[str, Part], runs: list[ReturnedRun]) -> dict[str, str | None]:
     """GPU, driver, CUDA and torch as setup printed them, and the code's commit as the runs recorded it (train.json's
     provenance, else the commit the call's first line names); the provenance stands in where setup did not say."""
     log, smi = parts["setup"].text("part.log"), parts["setup"].text("machine.txt")

@@ -183,7 +183,7 @@ def summary_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def compare_finished(folder: Path, params: dict, finished: list[str], seconds: float) -> bool:
+def compare_and_report(folder: Path, params: dict, finished: list[str], seconds: float) -> bool:
     """compare, then report, over the finished models: where some run did not finish, params.yaml is cut to the
     others first (the whole grid kept as params.grid.yaml), so one failed run still leaves a comparison of the rest.
     True when compare succeeded."""
@@ -236,7 +236,7 @@ def more_grid(folder: Path, seconds: float, jobs: int | None = None, startup: fl
     fingerprint, and a time budget counts a run's earlier training too. 0 when every run trained and was
     evaluated."""
     started = time.monotonic()
-    if (folder / "params.grid.yaml").is_file():  # compare_finished cut params.yaml to the models that finished
+    if (folder / "params.grid.yaml").is_file():  # compare_and_report cut params.yaml to the models that finished
         os.replace(folder / "params.grid.yaml", folder / "params.yaml")
     params = read_yaml(folder / "params.yaml")
     runs = [(model, seed) for model in params["models"] for seed in params.get("seeds", [42])]
@@ -281,7 +281,7 @@ def run_and_compare(folder: Path, params: dict, runs: list[tuple[str, int]], ord
     grid = list(dict.fromkeys(model for model, _ in runs))
     finished = [model for model in grid if all(done for (name, _), done in evaluated.items() if name == model)]
     left = seconds - (time.monotonic() - started)
-    compared = bool(finished) and compare and compare_finished(folder, params, finished, left)
+    compared = bool(finished) and compare and compare_and_report(folder, params, finished, left)
     summary = {"runs": [train_row(folder, *run) for run in runs], "jobs": jobs, "train_budget_seconds": budget,
                "gpu_peak_memory_mib": memory.peak_mib, "wall_seconds": round(time.monotonic() - started, 1),
                "all_ok": all(evaluated.values()), "compared": finished if compared else []}
