@@ -97,7 +97,7 @@ gpu-rehearse: gpu-bundle
 gpu-report: $(VENV)/.installed ## the results page of a GPU run, written from what its calls returned, into docs/results (FROM=<folders> KIND=h100)
 	@test -n "$(FROM)" || { echo 'make gpu-report: FROM= must name the call folders, in call order, e.g. make gpu-report FROM="out/call1 out/call2" KIND=h100'; exit 2; }
 	@test -n "$(KIND)" || { echo 'make gpu-report: KIND= must name the GPU kind the page is named after, e.g. KIND=h100'; exit 2; }
-	nmtbench gpu-report $(FROM) --kind $(KIND) $(if $(DATE),--date $(DATE)) $(if $(FORCE),--force)
+	nmtbench gpu report $(FROM) --kind $(KIND) $(if $(DATE),--date $(DATE)) $(if $(FORCE),--force)
 
 bench-decode: $(VENV)/.installed ## decoding speed of every trained model at beam 1 and 5 (after make repro)
 	python benchmarks/decode_speed.py

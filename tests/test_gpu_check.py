@@ -53,7 +53,7 @@ def test_more_without_a_grid_on_this_machine_says_so_and_one_after_it_packs_the_
     with tarfile.open(out / "grid.tar.gz") as packed:  # the grid's folder and log, the earlier call's lines kept
         log = packed.extractfile("grid/part.log").read().decode().splitlines()
     assert log[0] == "the grid part's log"
-    assert log[1].startswith(f"more: -m nmtbench timed-grid-more {tmp_path}/work/grid")
+    assert log[1].startswith(f"more: -m nmtbench gpu timed-grid-more {tmp_path}/work/grid")
 
 
 def test_the_grid_part_trains_the_models_and_seeds_named(tmp_path):

@@ -1,4 +1,4 @@
-"""nmtbench.gpu.page and returned_calls (nmtbench gpu-report): the results page of a GPU run shows the figures of
+"""nmtbench.gpu.page and returned_calls (nmtbench gpu report): the results page of a GPU run shows the figures of
 the files that came back, exactly, says what failed and why, and puts the ranking's flip where its definition puts it.
 
 tests/fixtures/gpu_rehearsal is what a CPU rehearsal returned (trimmed to the files the page reads):
@@ -37,7 +37,7 @@ def returned(folder: Path, parts: Path = REHEARSAL) -> Path:
 
 
 def write(folders: list[Path], kind: str, results: Path, **options) -> tuple[Path, Path | None]:
-    """The page written as nmtbench gpu-report writes it, with this checkout's profiles/published.yaml."""
+    """The page written as nmtbench gpu report writes it, with this checkout's profiles/published.yaml."""
     return gpu_page.write_gpu_page(folders, kind, results=results, project=ROOT, **options)
 
 
@@ -187,7 +187,7 @@ def test_a_tarball_cut_short_gives_its_whole_files_and_one_line_on_what_is_missi
     page = written(tmp_path, out)
     line = "grid.tar.gz is cut short (EOFError); only its first 11 files came out, the rest is missing from this page"
     assert f"**Unreadable in what came back**, so missing or dashes below:\n\n- grid: {line}\n" in page
-    assert capsys.readouterr().err == f"nmtbench gpu-report: grid: {line}\n"
+    assert capsys.readouterr().err == f"nmtbench gpu report: grid: {line}\n"
     # eval.json and train.json came out whole, comparison.json not at all
     assert row(page, "gru", "## The grid")[1:5] == ["0.00", "-", "-", "0.01"]
     assert "- 95% CI and p: dashes, for results/comparison.json did not come back whole (above)." in page
@@ -235,12 +235,12 @@ def test_the_date_goes_through_make_and_make_names_what_it_needs(tmp_path, monke
     (tmp_path / "profiles").mkdir()
     shutil.copy(ROOT / "profiles" / "published.yaml", tmp_path / "profiles")
     monkeypatch.chdir(tmp_path)  # the project: the current folder, its docs/results
-    assert cli.main(["gpu-report", str(out), "--kind", "h100", "--date", "2026-11-27"]) == 0
+    assert cli.main(["gpu", "report", str(out), "--kind", "h100", "--date", "2026-11-27"]) == 0
     page = tmp_path / "docs" / "results" / "2026-11-27-gpu-h100.md"
     assert capsys.readouterr().out == f"wrote {page.relative_to(tmp_path)} and 2026-11-27-gpu-h100-flops.png\n"
     assert page.read_text().count("| date | 2026-11-27 |") == 1
-    assert cli.main(["gpu-report", str(out), "--kind", "h100", "--date", "27-11-2026"]) == 2
-    assert capsys.readouterr().err == ("nmtbench gpu-report: error: --date '27-11-2026': give it as YYYY-MM-DD, e.g. "
+    assert cli.main(["gpu", "report", str(out), "--kind", "h100", "--date", "27-11-2026"]) == 2
+    assert capsys.readouterr().err == ("nmtbench gpu report: error: --date '27-11-2026': give it as YYYY-MM-DD, e.g. "
                                        "2026-11-27\n")
 
     def make(*variables: str) -> subprocess.CompletedProcess:  # the target alone, never .venv's setup
@@ -254,4 +254,4 @@ def test_the_date_goes_through_make_and_make_names_what_it_needs(tmp_path, monke
     assert make("FROM=out").stdout == ("make gpu-report: KIND= must name the GPU kind the page is named after, e.g. "
                                        "KIND=h100\n")
     assert make("-n", "FROM=a b", "KIND=h100", "DATE=2026-11-27").stdout.splitlines()[-1] == (
-        "nmtbench gpu-report a b --kind h100 --date 2026-11-27 ")
+        "nmtbench gpu report a b --kind h100 --date 2026-11-27 ")

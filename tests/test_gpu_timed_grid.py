@@ -1,4 +1,4 @@
-"""nmtbench timed-grid and probe-jobs (gpu/timed_grid.py, gpu/probe.py): a grid run without dvc in a fixed wall
+"""nmtbench gpu timed-grid and probe-jobs (gpu/timed_grid.py, gpu/probe.py): a grid run without dvc in a fixed wall
 time writes what the pipeline writes, with the profiles of the GPU runs valid and each training's time budget
 fitting the call."""
 import json
@@ -222,13 +222,13 @@ def test_a_probe_then_a_grid_with_a_failed_run_compares_the_others_and_every_res
     profile.write_text("seeds: [3]\nbeam_sweep: {seed: 3}\n")
     tokenized = str(project / "data" / "tokenized")
     params = ["--params", str(project / "params.yaml")]
-    assert main(["probe-jobs", str(tmp_path / "probe"), *params, "--profile", str(profile), "--tokenized", tokenized,
-                 "--levels", "1", "2", "--train-seconds", "5", "--model", "tiny_rnn",
+    assert main(["gpu", "probe-jobs", str(tmp_path / "probe"), *params, "--profile", str(profile), "--tokenized",
+                 tokenized, "--levels", "1", "2", "--train-seconds", "5", "--model", "tiny_rnn",
                  "--startup-seconds", "60"]) == 0  # two trainings starting at once on a loaded CPU
     probe = json.loads((tmp_path / "probe" / "probe.json").read_text())
     assert set(probe["levels"]) == {"1", "2"} and probe["levels"]["2"]["per_job_tokens_per_s"][1] > 0
     workspace = tmp_path / "grid"
-    code = main(["timed-grid", str(workspace), *params, "--profile", str(profile), "--tokenized", tokenized,
+    code = main(["gpu", "timed-grid", str(workspace), *params, "--profile", str(profile), "--tokenized", tokenized,
                  "--seconds", "400", "--jobs", str(probe["chosen_jobs"])])
     assert code == 1
     missing = {path for path in pipeline_outputs(list(TRAINED_MODELS), 3) if not (workspace / path).exists()}

@@ -16,7 +16,7 @@
 #   published  the papers' setting: the published small Transformer and attention GRU on their own recipes, at
 #              once, to their own stopping (profiles/gpu_published.yaml), then beam 5 on both test sets on the GPU
 #   more       the grid part's runs that their time budget stopped before early stopping, on the same machine in a
-#              later call, given this call's time: they go on from their last checkpoints (nmtbench timed-grid-more);
+#              later call, given this call's time: they go on from their last checkpoints (nmtbench gpu timed-grid-more);
 #              its log and tarball are the grid's
 #   probe      1, 4 and 8 trainings at once: target tokens/s per job and for the GPU, GPU memory; in neither call
 #              (it would eat the grid's time), it measures GPU_GRID_JOBS when a call has minutes to spare
@@ -225,24 +225,24 @@ part_grid() {
   fi
   local pair
   for pair in ${GPU_GRID_SET:-}; do seeds+=(--set "$pair"); done
-  "$PY" -m nmtbench timed-grid "$WORK/grid" --profile profiles/gpu.yaml --profile profiles/gpu_converge.yaml \
+  "$PY" -m nmtbench gpu timed-grid "$WORK/grid" --profile profiles/gpu.yaml --profile profiles/gpu_converge.yaml \
     "${CPU_PROFILE[@]}" "${EVALUATE_ALLOWANCE[@]}" --tokenized "$TOKENIZED" --seconds "$(($1 - 10))" \
     --jobs "$GRID_JOBS" "${models[@]}" "${seeds[@]}"
 }
 
 part_more() {  # the grid's folder, as the grid part left it on this machine
-  "$PY" -m nmtbench timed-grid-more "$WORK/grid" "${STARTUP_ALLOWANCE[@]}" "${EVALUATE_ALLOWANCE[@]}" \
+  "$PY" -m nmtbench gpu timed-grid-more "$WORK/grid" "${STARTUP_ALLOWANCE[@]}" "${EVALUATE_ALLOWANCE[@]}" \
     --seconds "$(($1 - 10))" --jobs "$GRID_JOBS"
 }
 
 part_published() {
-  "$PY" -m nmtbench timed-grid "$WORK/published" --profile profiles/gpu.yaml --profile profiles/published.yaml \
+  "$PY" -m nmtbench gpu timed-grid "$WORK/published" --profile profiles/gpu.yaml --profile profiles/published.yaml \
     --profile profiles/gpu_published.yaml "${CPU_PROFILE[@]}" "${EVALUATE_ALLOWANCE[@]}" \
     --tokenized "$BUNDLE/corpora/published/tokenized" --seconds "$(($1 - 10))"
 }
 
 part_probe() {  # its chosen_jobs is the GPU_GRID_JOBS to give a later grid
-  "$PY" -m nmtbench probe-jobs "$WORK/probe" --profile profiles/gpu.yaml --profile profiles/gpu_converge.yaml \
+  "$PY" -m nmtbench gpu probe-jobs "$WORK/probe" --profile profiles/gpu.yaml --profile profiles/gpu_converge.yaml \
     "${CPU_PROFILE[@]}" --tokenized "$TOKENIZED" --levels $PROBE_LEVELS --train-seconds "$PROBE_TRAIN_SECONDS"
 }
 

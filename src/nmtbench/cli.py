@@ -12,9 +12,11 @@ import os
 import select
 import shutil
 import sys
+from functools import partial
 from pathlib import Path
 
 from nmtbench.config import ConfigError, DecodeConfig, LaunchConfig, load_params
+from nmtbench.gpu.commands import GPU_HELP, add_gpu_commands
 from nmtbench.provenance import version_line
 from nmtbench.quiet import quiet_third_parties
 from nmtbench.runs import RESULTS
@@ -312,39 +314,6 @@ def _check_at_least_one(args) -> None:
             raise ConfigError(f"--{option}: must be at least 1, got {value}")
 
 
-def _timed_grid(args):
-    from nmtbench.gpu.timed_grid import EVALUATE_SECONDS, STARTUP_SECONDS, setting, timed_grid
-
-    return timed_grid(Path(args.params).parent, args.folder, args.profile, [setting(text) for text in args.set],
-                      args.tokenized, args.seconds, args.jobs, args.models, args.tiny_models,
-                      args.startup_seconds or STARTUP_SECONDS, args.evaluate_seconds or EVALUATE_SECONDS,
-                      compare=not args.no_compare)
-
-
-def _timed_grid_more(args):
-    from nmtbench.gpu.timed_grid import EVALUATE_SECONDS, STARTUP_SECONDS, more_grid
-
-    return more_grid(args.folder, args.seconds, args.jobs, args.startup_seconds or STARTUP_SECONDS,
-                     args.evaluate_seconds or EVALUATE_SECONDS)
-
-
-def _probe_jobs(args):
-    from nmtbench.gpu.probe import probe_jobs
-    from nmtbench.gpu.timed_grid import STARTUP_SECONDS, setting
-
-    return probe_jobs(Path(args.params).parent, args.folder, args.profile, [setting(text) for text in args.set],
-                      args.tokenized, args.levels, args.train_seconds, args.model, args.tiny_models,
-                      args.startup_seconds or STARTUP_SECONDS)
-
-
-def _gpu_report(args):
-    from nmtbench.gpu.page import write_gpu_page
-
-    page, plot = write_gpu_page(args.folders, args.kind, args.date, force=args.force,
-                                project=Path(args.params).parent)
-    print(f"wrote {page}" + (f" and {plot.name}" if plot else ""))
-
-
 def _workspace(args):
     from nmtbench.profiles import make_workspace
 
@@ -360,19 +329,21 @@ def shared_options(default) -> argparse.ArgumentParser:
     return options
 
 
+def add_command(commands, name: str, run, text: str) -> argparse.ArgumentParser:
+    """A command among `commands` (a parser's subparsers) that calls run; with run None, a group of commands."""
+    found = commands.add_parser(name, help=text, description=text, parents=[shared_options(argparse.SUPPRESS)])
+    if run:
+        found.set_defaults(run=run)
+    return found
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nmtbench", description=__doc__.splitlines()[0],
                                      parents=[shared_options("params.yaml")])
     parser.add_argument("--version", action="version", version=version_line(),
                         help="print the version and the git commit of the code, then exit")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="command",
-                                     help="one of these; nmtbench <command> --help describes it")
-
-    def command(name: str, run, text: str) -> argparse.ArgumentParser:
-        found = commands.add_parser(name, help=text, description=text, parents=[shared_options(argparse.SUPPRESS)])
-        found.set_defaults(run=run)
-        return found
-
+    command = partial(add_command, parser.add_subparsers(dest="command", required=True, metavar="command",
+                                                         help="one of these; nmtbench <command> --help describes it"))
     command("check", _check, "validate every block of the params file (make repro runs it before dvc repro, "
             "which deletes a stage's outputs before the stage can refuse bad params)")
     command("prepare", _prepare, "read data.source (Multi30k, a folder or a hub dataset), validate, filter, save")
@@ -468,49 +439,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "the params.yaml it copied there, not this workspace's (make headline); otherwise the runs "
                           "finished there count as done and are not trained here (a new machine: make converge "
                           "FROM=FOLDER)")
-    timed = command("timed-grid", _timed_grid, "every run of params.yaml + profiles trained, evaluated and compared "
-                    "within a fixed wall time, N at once, on a machine with or without dvc (docs/gpu.md)")
-    probe = command("probe-jobs", _probe_jobs, "how many trainings at once move the most target tokens through this "
-                    "machine: 1, 4, 8 ... trainings of one model for a few seconds each (docs/gpu.md)")
-    for found in (timed, probe):
-        found.add_argument("folder", type=Path, help="the workspace to write (created when missing)")
-        found.add_argument("--profile", type=Path, action="append", default=[], help="merged in order")
-        found.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                           help="a dotted key and a YAML value, after the profiles, e.g. train.lr=0.005")
-        found.add_argument("--tokenized", type=Path, required=True,
-                           help="a tokenized corpus (a project's data/tokenized) to train on")
-        found.add_argument("--tiny-models", type=Path,
-                           help="a profile whose models block shrinks the models (profiles/smoke.yaml: a rehearsal)")
-        found.add_argument("--startup-seconds", type=float,
-                           help="a run's allowance to start tune@ and train@ (default: a 16-core GPU machine's, 25)")
-    timed.add_argument("--seconds", type=float, required=True, help="the whole run's wall time")
-    timed.add_argument("--models", nargs="*", help="only these models of the merged params (default: all)")
-    timed.add_argument("--jobs", type=int, help="trainings at once (default: every run at once; probe-jobs measures "
-                       "one)")
-    timed.add_argument("--evaluate-seconds", type=float,
-                       help="a run's allowance for evaluate@ (default: a 16-core GPU machine's, 35)")
-    timed.add_argument("--no-compare", action="store_true", help="train and evaluate only")
-    more = command("timed-grid-more", _timed_grid_more, "a timed grid's runs that its time budget stopped before "
-                   "early stopping, given more time in the same folder: they go on from their last checkpoints "
-                   "(docs/gpu.md)")
-    more.add_argument("folder", type=Path, help="the workspace nmtbench timed-grid wrote")
-    more.add_argument("--seconds", type=float, required=True, help="this run's wall time")
-    more.add_argument("--jobs", type=int, help="trainings at once (default: every unfinished run at once)")
-    more.add_argument("--startup-seconds", type=float, help="as timed-grid's")
-    more.add_argument("--evaluate-seconds", type=float, help="as timed-grid's")
-    probe.add_argument("--levels", type=int, nargs="+", default=[1, 4, 8],
-                       help="the numbers of trainings at once to measure (default: 1 4 8)")
-    probe.add_argument("--train-seconds", type=int, default=20, help="each level's training time (default: 20)")
-    probe.add_argument("--model", default="transformer", help="the model trained at every level (default: "
-                       "transformer)")
-    gpu_report = command("gpu-report", _gpu_report, "the results page of a GPU run, written from the folders its "
-                         "calls returned, into docs/results (docs/gpu.md)")
-    gpu_report.add_argument("folders", type=Path, nargs="+", metavar="folder",
-                            help="what each call's $OUT returned, in call order")
-    gpu_report.add_argument("--kind", required=True, help="the GPU's kind in the page's name: h100, h200")
-    gpu_report.add_argument("--date", help="the page's date, YYYY-MM-DD (default: the first call's, from its "
-                            "summary.txt)")
-    gpu_report.add_argument("--force", action="store_true", help="rewrite a page of the same name")
+    gpu = command("gpu", None, GPU_HELP)
+    add_gpu_commands(partial(add_command, gpu.add_subparsers(
+        dest="subcommand", required=True, metavar="command", help="one of these; nmtbench gpu <command> --help "
+        "describes it")))
     workspace = command("workspace", _workspace, "a separate DVC workspace running params.yaml + profiles")
     workspace.add_argument("target", help="folder to create or refresh")
     workspace.add_argument("--profile", required=True, action="append",
@@ -531,7 +463,8 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("NMTBENCH_DEBUG"):
             raise
         problem = str(error) if isinstance(error, (ValueError, FileNotFoundError)) else system_problem(error)
-        print(f"nmtbench {args.command}: error: {problem}", file=sys.stderr)
+        name = " ".join(filter(None, (args.command, getattr(args, "subcommand", None))))  # nmtbench gpu report
+        print(f"nmtbench {name}: error: {problem}", file=sys.stderr)
         return 2
     return code or 0
 

@@ -118,7 +118,7 @@ def read_profile(profile: Path) -> dict:
 
 def merged_params(project: Path, profiles: list[Path], extra: Sequence[dict] = ()) -> dict:
     """project's params.yaml merged with the profiles, in order, then the extra blocks a command sets (nmtbench
-    timed-grid's --set), every block and model validated: a bad override fails here, before any stage runs."""
+    gpu timed-grid's --set), every block and model validated: a bad override fails here, before any stage runs."""
     # the model families import torch, seconds of it: what only merges profiles (the tests' scratch params) does
     # without them
     from nmtbench.models.registry import model_config

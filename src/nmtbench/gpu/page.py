@@ -1,6 +1,6 @@
 """The results page of a GPU run, written from what came back: docs/results/<date>-gpu-<kind>.md and its plot.
 
-    nmtbench gpu-report <folder> [<folder> ...] --kind h100     (make gpu-report FROM="<folder> ..." KIND=h100)
+    nmtbench gpu report <folder> [<folder> ...] --kind h100     (make gpu-report FROM="<folder> ..." KIND=h100)
 
 Each folder is what one call of tools/gpu_check.sh left in $OUT, read by returned_calls.py. The page holds only
 what those files say: the machine and versions (setup), the GPU tests' outcomes (tests), per run of the papers'
@@ -97,7 +97,7 @@ def failures(part: Part, runs: list[ReturnedRun]) -> list[str]:
     text = part.text("part.log")
     for stage in dict.fromkeys(re.findall(r"^\s*FAILED: (\S+) \(", text, re.MULTILINE)
                                + re.findall(r"^failed: (\S+): cut at the time limit", text, re.MULTILINE)):
-        # the launcher's logs; calls before nmtbench timed-grid wrote them to logs/
+        # the launcher's logs; calls before the package's timed grid wrote them to logs/
         log = next((log for log in (f"launch/logs/{stage}.log", f"logs/{stage}.log") if part.text(log)), "")
         tail = log_tail(part.text(log)) if log else []
         lines += [f"- `{stage}` failed; the end of {log}:", "", "  ```", *(f"  {line}" for line in tail),
@@ -226,7 +226,7 @@ def page(calls: list[str], parts: dict[str, Part], kind: str, date: str, plot: s
              f"{found['cuda'] or 'not recorded'}; torch {found['torch'] or 'not recorded'} |",
              f"| calls | {'; '.join(f'`{line}`' for line in calls)} |",
              f"| parts | {'; '.join(f'{name}: {part.status}' for name, part in parts.items())} |", "",
-             "Written by `make gpu-report` (nmtbench gpu-report) from what the calls returned: summary.txt and each "
+             "Written by `make gpu-report` (nmtbench gpu report) from what the calls returned: summary.txt and each "
              "part's tarball. Every figure is read from the run's files; a dash is a figure that did not come back.",
              *(["", "**A rehearsal on a CPU at tiny sizes: no GPU ran, and its scores are meaningless by design.**"]
                if rehearsal else []),
@@ -260,7 +260,7 @@ def write_gpu_page(folders: list[Path], kind: str, date: str | None = None, resu
         text, png = page(calls, parts, kind, date, f"{stem}-flops.png", project)
     for name, part in parts.items():
         if part.problem():
-            print(f"nmtbench gpu-report: {name}: {part.problem()}", file=sys.stderr)
+            print(f"nmtbench gpu report: {name}: {part.problem()}", file=sys.stderr)
     results.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     plot = results / f"{stem}-flops.png" if png else None

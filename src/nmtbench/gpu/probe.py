@@ -1,7 +1,7 @@
-"""`nmtbench probe-jobs`: how many trainings at once move the most target tokens through this machine's GPU, the
-number a timed grid packs (timed_grid.py, docs/gpu.md). Each level trains one model that many times at once for a
+"""`nmtbench gpu probe-jobs`: how many trainings at once move the most target tokens through this machine's GPU,
+the number a timed grid packs (timed_grid.py, docs/gpu.md). Each level trains one model that many times at once for a
 few seconds, in a workspace of its own made as the grid's are.
-    nmtbench probe-jobs runs/gpu-check/probe --profile ... --levels 1 4 8 --train-seconds 20
+    nmtbench gpu probe-jobs runs/gpu-check/probe --profile ... --levels 1 4 8 --train-seconds 20
 """
 from __future__ import annotations
 

@@ -157,7 +157,7 @@ def part_runs(part: Part) -> tuple[dict, list[ReturnedRun]]:
 
 
 def grid_summary(part: Part) -> dict:
-    """What nmtbench timed-grid says of the part's grid (gpu_runs.json in calls before it had that name)."""
+    """What nmtbench gpu timed-grid says of the part's grid (gpu_runs.json in calls before it had that name)."""
     return part.json("timed_grid.json") or part.json("gpu_runs.json", {})
 
 

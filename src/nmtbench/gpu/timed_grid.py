@@ -1,10 +1,10 @@
-"""`nmtbench timed-grid` and `timed-grid-more`: a grid of runs in a fixed wall time, and more time for the runs its
-budget stopped, on a machine that may lack dvc (a GPU machine lent for minutes: docs/gpu.md).
+"""`nmtbench gpu timed-grid` and `timed-grid-more`: a grid of runs in a fixed wall time, and more time for the runs
+its budget stopped, on a machine that may lack dvc (a GPU machine lent for minutes: docs/gpu.md).
 
 The grid is a workspace (params.yaml merged with profiles, with the carried data/tokenized) in which `nmtbench launch
 --without-dvc` runs dvc.yaml's tune, train and evaluate stages of every run, N at once; then compare and report over
 the models whose every run finished (params.yaml cut to them, the whole grid kept as params.grid.yaml). W&B is off.
-    nmtbench timed-grid runs/gpu-check/grid --profile profiles/gpu.yaml --profile profiles/gpu_converge.yaml \
+    nmtbench gpu timed-grid runs/gpu-check/grid --profile profiles/gpu.yaml --profile profiles/gpu_converge.yaml \
         --tokenized .gpu-bundle/corpora/default/tokenized --seconds 300 --jobs 8
 Time: `--seconds` is the whole run's; each training's time budget is what it leaves after the allowances for
 starting and evaluating, split over the waves of jobs (training_seconds), and the launcher cuts whatever runs past
@@ -190,11 +190,11 @@ def compare_and_report(folder: Path, params: dict, finished: list[str], seconds:
     if finished != list(params["models"]):
         os.replace(folder / "params.yaml", folder / "params.grid.yaml")
         write_text(folder / "params.yaml", "# the grid's params.yaml (params.grid.yaml) cut to the models whose every "
-                   "run finished, by nmtbench timed-grid\n"
+                   "run finished, by nmtbench gpu timed-grid\n"
                    + yaml.dump(finished_only(params, finished), Dumper=PlainDumper, sort_keys=False))
         print(f"compare and report on the models whose every run finished: {', '.join(finished)}", flush=True)
     # afresh: the launcher runs a stage whose output is missing, and the evaluations it follows ran in another launch
-    # (a later call's, for nmtbench timed-grid-more), which it cannot see
+    # (a later call's, for nmtbench gpu timed-grid-more), which it cannot see
     (folder / "results" / "comparison.json").unlink(missing_ok=True)
     launched(folder, ["compare", "report"], 1, seconds)
     return (folder / "results" / "comparison.json").is_file()
@@ -216,7 +216,7 @@ def timed_grid(project: Path, folder: Path, profiles: list[Path], settings: list
     params = prepare_workspace(folder, project, profiles, extra, tokenized)
     if models:  # a profile adds or changes models but drops none: the cut is written over the merge
         params = only_models(params, models)
-        write_text(folder / "params.yaml", "# params.yaml merged with profiles, cut to --models by nmtbench "
+        write_text(folder / "params.yaml", "# params.yaml merged with profiles, cut to --models by nmtbench gpu "
                    "timed-grid\n" + yaml.dump(params, Dumper=PlainDumper, sort_keys=False))
     print(f"{folder}: {len(runs)} runs, {jobs} at once, {budget} s of training each", flush=True)
     os.environ.update(WANDB_MODE="disabled", PYTHONUNBUFFERED="1")
@@ -246,12 +246,12 @@ def more_grid(folder: Path, seconds: float, jobs: int | None = None, startup: fl
         return 0
     if params["train"]["budget"]["kind"] != "time":
         raise ConfigError(f"{folder}/params.yaml: train.budget.kind is {params['train']['budget']['kind']}; "
-                          "nmtbench timed-grid-more raises a time budget, the one nmtbench timed-grid sets")
+                          "nmtbench gpu timed-grid-more raises a time budget, the one nmtbench gpu timed-grid sets")
     jobs = min(jobs or len(todo), len(todo))
     share = training_seconds(seconds, len(todo), jobs, startup, evaluate)
     budget = params["train"]["budget"]["value"] + share
     params["train"]["budget"]["value"] = budget
-    write_text(folder / "params.yaml", f"# train.budget raised by {share} s by nmtbench timed-grid-more\n"
+    write_text(folder / "params.yaml", f"# train.budget raised by {share} s by nmtbench gpu timed-grid-more\n"
                + yaml.dump(params, Dumper=PlainDumper, sort_keys=False))
     for model, seed in todo:  # the launcher runs a stage whose outputs are missing: train, then evaluate
         for name in ("train.json", "eval.json"):
