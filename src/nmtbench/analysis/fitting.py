@@ -22,7 +22,7 @@ class StepRecorder(L.Callback):
         self.losses.append(float(outputs["loss"]))
 
 
-def fit(name: str, block: dict, vocab: dict, cfg: AnalyzeConfig, steps: int, clip: float,
+def train_probe(name: str, block: dict, vocab: dict, cfg: AnalyzeConfig, steps: int, clip: float,
         train_data) -> tuple[TranslationModule, StepRecorder]:
     """Train `block` for `steps` steps on train_data (a datamodule or a dataloader of collated batches) in the
     vocabularies of a vocab.json record."""

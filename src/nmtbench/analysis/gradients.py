@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmtbench.analysis.fitting import fit
+from nmtbench.analysis.fitting import train_probe
 from nmtbench.analysis.sizing import at_width
 from nmtbench.config import AnalyzeConfig
 from nmtbench.data.datamodule import TranslationData
@@ -88,7 +88,7 @@ def probe(cfg: AnalyzeConfig, tokenized_dir: Path) -> dict:
         runs = {"init": {"curve": curve(build_model(name, block, model_vocab(vocab)))}}
         for run, clip in (("clipped", cfg.clip), ("unclipped", 0.0)):
             data = TranslationData(tokenized_dir, cfg.batch_tokens, cfg.seed)
-            module, recorder = fit(name, block, vocab, cfg, cfg.probe_steps, clip, data)
+            module, recorder = train_probe(name, block, vocab, cfg, cfg.probe_steps, clip, data)
             runs[run] = {"curve": curve(module.model), "gradient_norms": recorder.gradient_norms,
                          "losses": recorder.losses}
         for run in runs.values():

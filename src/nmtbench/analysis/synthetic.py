@@ -16,7 +16,7 @@ import random
 import torch
 from torch.utils.data import DataLoader
 
-from nmtbench.analysis.fitting import fit
+from nmtbench.analysis.fitting import train_probe
 from nmtbench.analysis.sizing import at_width
 from nmtbench.config import AnalyzeConfig
 from nmtbench.data.batching import PairDataset, TokenBatchSampler, batch_loader, pad
@@ -74,7 +74,7 @@ def run_tasks(cfg: AnalyzeConfig) -> dict:
         result[task] = {}
         for name in cfg.synthetic_models:
             block = at_width(name, cfg.models[name], cfg.width)
-            module, recorder = fit(name, block, vocab, cfg, cfg.synthetic_steps, cfg.clip, data)
+            module, recorder = train_probe(name, block, vocab, cfg, cfg.synthetic_steps, cfg.clip, data)
             model = module.model.to(cfg.device).eval()
             result[task][name] = {"accuracy": {n: accuracy(model, pairs, cfg.device) for n, pairs in tests.items()},
                                   "final_loss": sum(recorder.losses[-10:]) / len(recorder.losses[-10:])}
