@@ -322,7 +322,7 @@ NUMBER = r"(\d+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|t
          r"seventeen|eighteen|nineteen|twenty)"
 WORDS = dict(zip(NUMBER[1:-1].split("|")[1:], range(1, 21)))
 # the pages a newcomer reads first; the dated pages keep the counts of their day
-FRONT_PAGES = ("README.md", "docs/README.md", "docs/results/README.md")
+FRONT_PAGES = ("README.md", "docs/README.md", "docs/results/README.md", "docs/gpu.md")
 
 
 def stated(pattern: str, text: str) -> set[int]:
@@ -333,15 +333,16 @@ def stated(pattern: str, text: str) -> set[int]:
 
 def test_the_front_pages_agree_on_how_many_models_claims_and_gpu_runs():
     models = len(yaml.safe_load((ROOT / "params.yaml").read_text())["models"])
-    gpu_runs = len(list((ROOT / "docs/results").glob("*-gpu-*.md")))
+    gpu_runs = len(list((ROOT / "docs/results").glob("*-gpu-h[0-9]*.md")))  # a page a run, named by its GPU
     for page in FRONT_PAGES:
         text = (ROOT / page).read_text(encoding="utf-8")
         if page == "docs/results/README.md":
             text = text.partition("| date |")[0]  # the rows are dated: each says what held then
-        assert stated(r"\b{}(?:-model| models)\b", text) <= {models}, f"{page}: the grid has {models} models"
+        grids = stated(r"(?:\ball |\bgrid has |\bgrid of |-> ){} models\b", text) | stated(r"\b{}-model grid\b", text)
+        assert grids <= {models}, f"{page}: the grid has {models} models"
         assert stated(r"\b{} (?:textbook )?claims\b", text) <= {len(CLAIMS)}, f"{page}: there are {len(CLAIMS)} claims"
         runs = stated(r"\bon a GPU {} times\b", text) | stated(r"\bthe {} GPU runs\b", text)
-        assert runs <= {gpu_runs}, f"{page}: there have been {gpu_runs} GPU runs (docs/results/*-gpu-*.md)"
+        assert runs <= {gpu_runs}, f"{page}: there have been {gpu_runs} GPU runs (docs/results/*-gpu-h*.md)"
 
 
 def test_every_dated_results_page_is_in_the_index():
