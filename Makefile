@@ -12,7 +12,7 @@ export JOBS
 
 .DEFAULT_GOAL := help
 .PHONY: smoke headline notebook lint test test-e2e chromium postgresql test-fast test-gpu gpu-bundle gpu-check gpu-rehearse gpu-report bench-decode bench-train \
-  bench-data bench-overhead clean-smoke
+  bench-data bench-overhead bench-smoke clean-smoke
 
 smoke: $(VENV)/.installed ## the whole pipeline on tiny settings in runs/smoke, leaving your outputs alone (PROFILES=..., JOBS=N)
 	nmtbench workspace $(SMOKE_DIR) --force $(foreach profile,$(PROFILES) profiles/smoke.yaml,--profile $(profile))
@@ -114,6 +114,9 @@ bench-data: $(VENV)/.installed ## time and peak memory of prepare, tokenize, bat
 RUNS ?= 10
 bench-overhead: $(VENV)/.installed ## each stage's start: seconds from a fresh process to its first real work, and whether it loads torch, Lightning, torch._dynamo (RUNS=N)
 	python benchmarks/stage_overhead.py --runs $(RUNS)
+
+bench-smoke: $(VENV)/.installed ## where make smoke's time goes, run from nothing in runs/bench-smoke: each stage kind's processes, training and decoding, and DVC's and make's share
+	python benchmarks/smoke_breakdown.py
 
 clean-smoke: ## delete the smoke workspace
 	rm -rf $(SMOKE_DIR)

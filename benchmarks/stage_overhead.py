@@ -3,9 +3,9 @@
     python benchmarks/stage_overhead.py [--runs 10] [--stages compare report]
 
 Every pipeline stage is a process of its own (`nmtbench <stage>`), and before it reads a file it imports what its
-command imports (src/nmtbench/cli.py). For each stage kind this starts --runs fresh interpreters that import
-exactly that, timed from before the process starts to its exit, and prints their median and fastest, whether torch,
-Lightning and torch._dynamo were loaded, and the three packages that took longest to import (one more run
+command imports (its handler in src/nmtbench/commands/). For each stage kind this starts --runs fresh interpreters
+that import exactly that, timed from before the process starts to its exit, and prints their median and fastest,
+whether torch, Lightning and torch._dynamo were loaded, and the three packages that took longest to import (one more run
 under `python -X importtime`). Rows for a bare interpreter and for torch and Lightning alone give the floor and
 the cost a stage that loads them pays.
 
@@ -25,7 +25,7 @@ import time
 
 from nmtbench.provenance import cpu_model
 
-# what each stage's command imports before its first real work (cli.py: the imports of its _<stage> function);
+# what each stage's command imports before its first real work (commands/: the imports of its handler);
 # tune with tune.trials 0, the default, imports no training
 STAGES = {
     "python": [],

@@ -13,6 +13,7 @@ import os
 import sys
 from functools import partial
 
+from nmtbench import stage_times
 from nmtbench.commands import results, running, stages, translate
 from nmtbench.config import load_params
 from nmtbench.gpu.commands import GPU_HELP, add_gpu_commands
@@ -82,16 +83,19 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     quiet_third_parties()
+    name = " ".join(filter(None, (args.command, getattr(args, "subcommand", None))))  # nmtbench gpu report
+    code = 1  # where the command raises what it does not expect
     try:
-        code = args.run(args)
+        code = args.run(args) or 0
     except (ValueError, OSError) as error:
         if os.environ.get("NMTBENCH_DEBUG"):
             raise
         problem = str(error) if isinstance(error, (ValueError, FileNotFoundError)) else system_problem(error)
-        name = " ".join(filter(None, (args.command, getattr(args, "subcommand", None))))  # nmtbench gpu report
         print(f"nmtbench {name}: error: {problem}", file=sys.stderr)
-        return 2
-    return code or 0
+        code = 2
+    finally:
+        stage_times.record(name, sys.argv[1:] if argv is None else list(argv), code)
+    return code
 
 
 # what to do about the operating system refusing a read or a write

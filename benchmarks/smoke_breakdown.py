@@ -1,0 +1,104 @@
+"""Where `make smoke`'s time goes: each stage kind's processes, their training and decoding, and what DVC and make
+take around them.
+
+    python benchmarks/smoke_breakdown.py [--workspace runs/bench-smoke] [--jobs N] [--json out.json]
+
+It runs the whole smoke pipeline from nothing in a workspace of its own (deleted first; default runs/bench-smoke,
+so runs/smoke is left alone), timed end to end, with NMTBENCH_STAGE_TIMES set so that every `nmtbench` process
+records its seconds from process start to exit (nmtbench/stage_times.py). It then reads each run's train.json
+(training seconds) and eval.json (decoding seconds) and prints, per stage kind, the processes, their seconds, the
+training or decoding inside them and the rest (imports, loading, writing), and the time outside every nmtbench
+process: DVC's and make's (hashing, locks, the lock file, the checks between stages). Run it on a quiet machine:
+every figure is this machine's, and its first line names the CPU, the cores and the load. With --jobs the stages
+overlap, so the processes' seconds no longer add up to the wall time; leave it out to see each share.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from nmtbench.provenance import cpu_model
+from nmtbench.stage_times import ENV
+from nmtbench.tables import Table
+
+ROOT = Path(__file__).resolve().parents[1]
+OUTSIDE = "DVC, make and the rest"
+
+
+def breakdown(lines: list[dict], work: dict[str, float], wall: float) -> list[dict]:
+    """One row a stage kind: processes, their seconds, the work inside them (work: stage kind -> seconds of
+    training or decoding) and the rest; then every nmtbench process together, the time outside them (wall less
+    their seconds) and make smoke's wall. Shares are of the wall."""
+    kinds = defaultdict(lambda: {"processes": 0, "seconds": 0.0})
+    for line in lines:
+        kind = kinds[line["command"]]
+        kind["processes"] += 1
+        kind["seconds"] += line["seconds"] or 0.0
+    rows = [{"kind": name, **found, "work": work.get(name, 0.0), "rest": found["seconds"] - work.get(name, 0.0)}
+            for name, found in sorted(kinds.items(), key=lambda item: -item[1]["seconds"])]
+    inside = sum(row["seconds"] for row in rows)
+    done = sum(row["work"] for row in rows)
+    rows += [{"kind": "every nmtbench process", "processes": len(lines), "seconds": inside, "work": done,
+              "rest": inside - done},
+             {"kind": OUTSIDE, "processes": None, "seconds": wall - inside, "work": 0.0, "rest": wall - inside},
+             {"kind": "make smoke", "processes": None, "seconds": wall, "work": done, "rest": wall - done}]
+    for row in rows:
+        row["share"] = row["seconds"] / wall if wall else None
+    return rows
+
+
+def work_seconds(workspace: Path) -> dict[str, float]:
+    """The training seconds of every train.json and the decoding seconds of every eval.json in the workspace."""
+    work = {"train": 0.0, "evaluate": 0.0}
+    for found in sorted((workspace / "metrics").glob("*/seed*/train.json")):
+        work["train"] += json.loads(found.read_text()).get("train_seconds", 0.0)
+    for found in sorted((workspace / "metrics").glob("*/seed*/eval.json")):
+        scores = json.loads(found.read_text())
+        work["evaluate"] += sum(split.get("decode_seconds", 0.0) for name, split in scores.items()
+                                if name != "provenance")
+    return work
+
+
+def table(rows: list[dict]) -> str:
+    def figure(value, spec):
+        return "-" if value is None else format(value, spec)
+    return Table(["stage kind", "processes", "seconds", "training or decoding", "the rest", "share of the wall"],
+                 [[row["kind"], figure(row["processes"], "d"), f"{row['seconds']:.1f}", f"{row['work']:.1f}",
+                   f"{row['rest']:.1f}", figure(row["share"], ".1%")] for row in rows], "lrrrrr").text()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workspace", type=Path, default=Path("runs/bench-smoke"))
+    parser.add_argument("--jobs", type=int, help="stages at once (make smoke JOBS=N); default: one at a time")
+    parser.add_argument("--json", type=Path, help="also write the rows there")
+    args = parser.parse_args()
+    print(f"# {cpu_model()}, {len(os.sched_getaffinity(0))} cores, load {os.getloadavg()[0]:.2f}, "
+          f"Python {platform.python_version()}")
+    workspace = (ROOT / args.workspace).resolve()
+    shutil.rmtree(workspace, ignore_errors=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        times = Path(scratch) / "stage_times.jsonl"
+        command = ["make", "--no-print-directory", "smoke", f"SMOKE_DIR={workspace}",
+                   *([f"JOBS={args.jobs}"] if args.jobs else [])]
+        started = time.perf_counter()
+        subprocess.run(command, cwd=ROOT, check=True, env={**os.environ, ENV: str(times)}, stdout=subprocess.DEVNULL)
+        wall = time.perf_counter() - started
+        lines = [json.loads(line) for line in times.read_text().splitlines()]
+    rows = breakdown(lines, work_seconds(workspace), wall)
+    print(table(rows))
+    if args.json:
+        args.json.write_text(json.dumps({"command": command, "wall_seconds": wall, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
