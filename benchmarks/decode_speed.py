@@ -24,7 +24,7 @@ from nmtbench.config import load_params
 from nmtbench.data.tokenizer import load_tokenized
 from nmtbench.decoding.translator import Translator
 from nmtbench.evaluation.scoring import score
-from nmtbench.runs import MODELS
+from nmtbench.run_paths import MODELS
 
 
 class WorkCounter:

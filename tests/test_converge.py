@@ -25,7 +25,7 @@ from helpers.project import keep_models, pipeline_env, scores
 from nmtbench.cli import main
 from nmtbench.config import ConfigError, parse_params
 from nmtbench.evaluation.compare import load_runs
-from nmtbench.evaluation.compute import flops_curve
+from nmtbench.evaluation.quality_vs_compute import flops_curve
 from nmtbench.evaluation.scoring import score
 from nmtbench.launch.converge import (
     compare_finished,
@@ -47,7 +47,7 @@ from nmtbench.launch.converge_report import (
     wall_seconds,
 )
 from nmtbench.launch.run_state import progress
-from nmtbench.runs import RunPaths
+from nmtbench.run_paths import RunPaths
 
 ROOT = Path(__file__).resolve().parents[1]
 MIRROR = os.environ.get("NMTBENCH_DATA_MIRROR")

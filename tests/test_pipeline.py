@@ -10,7 +10,7 @@ from helpers.project import ROOT, keep_models, pipeline_workspace, scores
 from helpers.wandb_offline import read_offline_run
 from nmtbench.config import load_params
 from nmtbench.data.tokenizer import load_tokenized
-from nmtbench.runs import RunPaths
+from nmtbench.run_paths import RunPaths
 
 MIRROR = os.environ.get("NMTBENCH_DATA_MIRROR")
 

@@ -28,7 +28,7 @@ from nmtbench.decoding.search import BeamStep, beam_search, greedy
 from nmtbench.decoding.translator import Translator
 from nmtbench.experiments import columns_of, dvc_exp_show, scores_of
 from nmtbench.files import read_json
-from nmtbench.runs import RESULTS, RunPaths
+from nmtbench.run_paths import RESULTS, RunPaths
 
 COMPARISON, FLOPS_CURVES, CLAIMS = RESULTS / "comparison.json", RESULTS / "flops_curves.csv", RESULTS / "claims.json"
 # what the notebook reads, and the make target that writes it when run in the workspace

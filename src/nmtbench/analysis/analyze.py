@@ -18,7 +18,7 @@ from nmtbench.files import atomic_dir, write_bytes, write_json, write_text
 from nmtbench.loading import model_vocab, read_vocab
 from nmtbench.models.registry import model_config
 from nmtbench.provenance import stamp
-from nmtbench.runs import RESULTS
+from nmtbench.run_paths import RESULTS
 
 
 def device_name(device: str) -> str:

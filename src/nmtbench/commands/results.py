@@ -10,7 +10,7 @@ from nmtbench.config import load_params
 
 
 def _beside(args):
-    from nmtbench.evaluation.beside import markdown
+    from nmtbench.evaluation.side_by_side import markdown
 
     tested = None
     if args.translations:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from nmtbench.config import load_params
-from nmtbench.runs import RESULTS
+from nmtbench.run_paths import RESULTS
 
 
 def _prepare(args):

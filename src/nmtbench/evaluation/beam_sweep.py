@@ -14,7 +14,7 @@ from nmtbench.files import write_bytes, write_json, write_text
 from nmtbench.loading import load_model, resolve_device
 from nmtbench.progress import progress_bar
 from nmtbench.provenance import stamp
-from nmtbench.runs import RESULTS, RunPaths
+from nmtbench.run_paths import RESULTS, RunPaths
 
 
 def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out_dir: Path = RESULTS) -> dict:

@@ -23,16 +23,23 @@ from typing import NamedTuple
 import yaml
 
 from nmtbench.config import BudgetConfig, CompareConfig, ConfigError
-from nmtbench.evaluation.compute import FLIP_DEFINITION, Curve, flops_curve, ranking_flip, swaps, write_flops_curves
 from nmtbench.evaluation.headline import BLEU_METRICS, bleu_metrics
 from nmtbench.evaluation.published import beside_published
+from nmtbench.evaluation.quality_vs_compute import (
+    FLIP_DEFINITION,
+    Curve,
+    flops_curve,
+    ranking_flip,
+    swaps,
+    write_flops_curves,
+)
 from nmtbench.evaluation.rendering import markdown
 from nmtbench.evaluation.scoring import PUBLISHED, SCORES, bleu, score
 from nmtbench.evaluation.significance import SIGNIFICANCE_LEVEL, holm, paired_bootstrap
 from nmtbench.evaluation.verdict import by_length, findings, verdict
 from nmtbench.files import read_json, write_json, write_text
 from nmtbench.provenance import stamp
-from nmtbench.runs import RESULTS, RunPaths, tuned_file
+from nmtbench.run_paths import RESULTS, RunPaths, tuned_file
 from nmtbench.tables import spread
 
 TRAIN_KEYS = ("params", "train_seconds", "train_tokens_per_s", "best_val_loss", "steps", "target_tokens")

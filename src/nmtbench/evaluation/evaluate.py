@@ -21,7 +21,7 @@ from nmtbench.loading import Run, load_model, resolve_device
 from nmtbench.models.interface import Seq2Seq
 from nmtbench.progress import progress_bar
 from nmtbench.provenance import stamp
-from nmtbench.runs import RunPaths
+from nmtbench.run_paths import RunPaths
 from nmtbench.tracking import finish_run, log_tables, run_tags, start_run
 
 TRANSLATION_COLUMNS = ["index", "source", "reference", "hypothesis"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nmtbench.config import WandbConfig
-from nmtbench.runs import RESULTS
+from nmtbench.run_paths import RESULTS
 from nmtbench.tracking import experiment_group, finish_run, log_tables, start_run
 
 BLEU_METRICS = RESULTS / "bleu.json"

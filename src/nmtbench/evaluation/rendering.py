@@ -7,7 +7,7 @@ Markdown here and as HTML by evaluation/report.py.
 """
 from __future__ import annotations
 
-from nmtbench.evaluation.compute import swap_text
+from nmtbench.evaluation.quality_vs_compute import swap_text
 from nmtbench.evaluation.scoring import PUBLISHED
 from nmtbench.evaluation.significance import SIGNIFICANCE_LEVEL
 from nmtbench.provenance import code_text

@@ -20,7 +20,7 @@ from nmtbench import figures
 from nmtbench.evaluation import rendering
 from nmtbench.evaluation.significance import SIGNIFICANCE_LEVEL
 from nmtbench.files import read_csv, read_json, write_text
-from nmtbench.runs import METRICS, RESULTS
+from nmtbench.run_paths import METRICS, RESULTS
 from nmtbench.tables import Table
 
 CURVE_COLUMNS = ("wall_seconds", "target_tokens", "val_bleu")

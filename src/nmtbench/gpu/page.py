@@ -23,7 +23,7 @@ import yaml
 
 from nmtbench import figures
 from nmtbench.blocks import ConfigError
-from nmtbench.evaluation.compute import FLIP_DEFINITION, ranking_flip, swap_text
+from nmtbench.evaluation.quality_vs_compute import FLIP_DEFINITION, ranking_flip, swap_text
 from nmtbench.gpu.returned_calls import Part, ReturnedRun, first, grid_summary, machine, part_runs, read_returned
 from nmtbench.tables import Table, dash
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import yaml
 
 from nmtbench.blocks import ConfigError
-from nmtbench.evaluation.compute import flops_curve
+from nmtbench.evaluation.quality_vs_compute import flops_curve
 from nmtbench.provenance import code_text
-from nmtbench.runs import RunPaths
+from nmtbench.run_paths import RunPaths
 
 PARTS = ("setup", "tests", "published", "probe", "grid")  # gpu_check.sh's parts, in its order
 # a later call's part `more` trains the grid's unfinished runs further and packs the grid's folder again: its

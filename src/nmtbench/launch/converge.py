@@ -15,7 +15,7 @@ from nmtbench.files import lock_owner, read_json, running
 from nmtbench.launch.converge_report import curves_table, finished_table, plot_curves, refresh_page, status_table
 from nmtbench.launch.run_state import RunProgress, finished_run, progress, recipe_difference, run_files
 from nmtbench.launch.scheduler import FOLDER
-from nmtbench.runs import RESULTS, RunPaths
+from nmtbench.run_paths import RESULTS, RunPaths
 
 
 def export_finished(runs: list[RunProgress], folder: Path, root: Path = Path(".")) -> list[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from nmtbench import figures
 from nmtbench.config import ConfigError, Params
-from nmtbench.evaluation.compute import ranking_flip, swap_text
+from nmtbench.evaluation.quality_vs_compute import ranking_flip, swap_text
 from nmtbench.files import write_bytes, write_text
 from nmtbench.launch.run_state import (
     RunProgress,
@@ -21,7 +21,7 @@ from nmtbench.launch.run_state import (
     recipe_difference,
     rows_of,
 )
-from nmtbench.runs import RAISABLE, RunPaths
+from nmtbench.run_paths import RAISABLE, RunPaths
 from nmtbench.tables import Table, dash, spread, spread_cell
 from nmtbench.training.curves import best_validation
 
@@ -275,7 +275,7 @@ def curves_table(params: Params, root: Path = Path("."), exported: Path | None =
 def plot_curves(params: Params, path: Path, root: Path = Path("."), exported: Path | None = None,
                 here: Params | None = None) -> str:
     """Every run's val BLEU against training FLOPs so far on one plot (finished runs and unfinished ones alike), the
-    FLOPs at which the top two families swap places for good marked (evaluation/compute.py), and the FLOP budget
+    FLOPs at which the top two families swap places for good marked (evaluation/quality_vs_compute.py), and the FLOP budget
     of this workspace's params where it has one (a checkout's: make repro's equal budget), written to path as PNG;
     returns the swap's sentence. exported: the runs copied there instead of the workspace's (with here, joined with
     them: joined_curves)."""

@@ -13,7 +13,7 @@ from nmtbench.data.tokenizer import vocab_id
 from nmtbench.files import lock_owner, read_csv, read_json
 from nmtbench.launch.scheduler import FOLDER, alive
 from nmtbench.loading import read_vocab, run_description
-from nmtbench.runs import RunPaths
+from nmtbench.run_paths import RunPaths
 from nmtbench.training.curves import best_validation
 
 

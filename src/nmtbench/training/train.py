@@ -23,7 +23,7 @@ from nmtbench.files import PidLock, write_json
 from nmtbench.loading import read_vocab
 from nmtbench.models.registry import model_config
 from nmtbench.provenance import stamp
-from nmtbench.runs import RAISABLE, RunPaths
+from nmtbench.run_paths import RAISABLE, RunPaths
 from nmtbench.tracking import finish_run, make_wandb_logger, run_tags
 from nmtbench.training.allocator import reuse_freed_memory
 from nmtbench.training.budget import FlopBudget, ValidateLastStep, budget_limits

@@ -29,7 +29,7 @@ import yaml
 from nmtbench.config import ConfigError, KnobConfig, Params, TuneConfig
 from nmtbench.files import write_json, write_text
 from nmtbench.progress import progress_bar
-from nmtbench.runs import TUNING, tuned_file
+from nmtbench.run_paths import TUNING, tuned_file
 
 # Optuna, SQLAlchemy, the model registry (torch), the vocabularies' readers (datasets, torch) and training (Lightning)
 # are imported in the functions that search or check a search: a tune stage with tune.trials 0 writes its file

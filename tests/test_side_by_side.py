@@ -5,7 +5,7 @@ import pytest
 
 from nmtbench.cli import main
 from nmtbench.config import ConfigError
-from nmtbench.evaluation.beside import markdown
+from nmtbench.evaluation.side_by_side import markdown
 
 
 def scored(**bleu):

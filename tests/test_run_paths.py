@@ -2,7 +2,7 @@ from pathlib import Path
 
 import yaml
 
-from nmtbench.runs import RunPaths
+from nmtbench.run_paths import RunPaths
 
 ROOT = Path(__file__).resolve().parents[1]
 

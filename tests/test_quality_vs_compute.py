@@ -1,5 +1,13 @@
 """Quality against compute on hand-made curves: standings, where two swap places for good, every pair's swap."""
-from nmtbench.evaluation.compute import flops_curve, ranking_flip, standing, swap, swap_text, swaps, write_flops_curves
+from nmtbench.evaluation.quality_vs_compute import (
+    flops_curve,
+    ranking_flip,
+    standing,
+    swap,
+    swap_text,
+    swaps,
+    write_flops_curves,
+)
 
 # a fast starter that stalls, a slow one that overtakes it at 3e13 FLOPs, a third that is never best
 FAST = [(1e13, 10.0), (2e13, 15.0), (3e13, 16.0), (4e13, 16.5)]
