@@ -275,10 +275,10 @@ def curves_table(params: Params, root: Path = Path("."), exported: Path | None =
 def plot_curves(params: Params, path: Path, root: Path = Path("."), exported: Path | None = None,
                 here: Params | None = None) -> str:
     """Every run's val BLEU against training FLOPs so far on one plot (finished runs and unfinished ones alike), the
-    FLOPs at which the top two families swap places for good marked (evaluation/quality_vs_compute.py), and the FLOP budget
-    of this workspace's params where it has one (a checkout's: make repro's equal budget), written to path as PNG;
-    returns the swap's sentence. exported: the runs copied there instead of the workspace's (with here, joined with
-    them: joined_curves)."""
+    FLOPs at which the top two families swap places for good marked (evaluation/quality_vs_compute.py), and the
+    FLOP budget of this workspace's params where it has one (a checkout's: make repro's equal budget), written to
+    path as PNG; returns the swap's sentence. exported: the runs copied there instead of the workspace's (with here,
+    joined with them: joined_curves)."""
     if Path(path).suffix != ".png":  # the picture would overwrite a page or another file given by mistake
         raise ConfigError(f"--plot {path}: the plot is a PNG picture; give a path ending in .png")
     curves, by_family = {}, {}
