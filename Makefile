@@ -115,8 +115,8 @@ RUNS ?= 10
 bench-overhead: $(VENV)/.installed ## each stage's start: seconds from a fresh process to its first real work, and whether it loads torch, Lightning, torch._dynamo (RUNS=N)
 	python benchmarks/stage_overhead.py --runs $(RUNS)
 
-bench-smoke: $(VENV)/.installed ## where make smoke's time goes, run from nothing in runs/bench-smoke: each stage kind's processes, training and decoding, and DVC's and make's share
-	python benchmarks/smoke_breakdown.py
+bench-smoke: $(VENV)/.installed ## where make smoke's time goes, run from nothing in runs/bench-smoke: each stage kind's processes, training and decoding, and DVC's share (CHECKOUT=<dir>: its code)
+	python benchmarks/smoke_breakdown.py $(if $(CHECKOUT),--checkout $(CHECKOUT))
 
 clean-smoke: ## delete the smoke workspace
 	rm -rf $(SMOKE_DIR)

@@ -1,16 +1,19 @@
-"""Where `make smoke`'s time goes: each stage kind's processes, their training and decoding, and what DVC and make
-take around them.
+"""Where `make smoke`'s time goes: each stage kind's processes, their training and decoding, and what DVC takes
+around them.
 
-    python benchmarks/smoke_breakdown.py [--workspace runs/bench-smoke] [--jobs N] [--json out.json]
+    python benchmarks/smoke_breakdown.py [--workspace runs/bench-smoke] [--checkout DIR] [--json out.json]
 
-It runs the whole smoke pipeline from nothing in a workspace of its own (deleted first; default runs/bench-smoke,
-so runs/smoke is left alone), timed end to end, with NMTBENCH_STAGE_TIMES set so that every `nmtbench` process
-records its seconds from process start to exit (nmtbench/stage_times.py). It then reads each run's train.json
-(training seconds) and eval.json (decoding seconds) and prints, per stage kind, the processes, their seconds, the
-training or decoding inside them and the rest (imports, loading, writing), and the time outside every nmtbench
-process: DVC's and make's (hashing, locks, the lock file, the checks between stages). Run it on a quiet machine:
-every figure is this machine's, and its first line names the CPU, the cores and the load. With --jobs the stages
-overlap, so the processes' seconds no longer add up to the wall time; leave it out to see each share.
+It runs the whole smoke pipeline from nothing as `make smoke` does (nmtbench workspace with profiles/smoke.yaml,
+then nmtbench check and dvc repro there) in a workspace of its own (deleted first; default runs/bench-smoke, so
+runs/smoke is left alone), timed end to end, with NMTBENCH_STAGE_TIMES set so that every `nmtbench` process
+records its seconds from process start to exit (nmtbench/stage_times.py). --checkout runs another checkout's
+code, params and profiles with this environment's packages (a git worktree of an earlier commit: before and after,
+side by side; code from before stage_times.py records no stage, so only its wall time shows). It then reads each
+run's train.json (training seconds) and eval.json (decoding seconds) and prints, per stage kind, the processes,
+their seconds, the training or decoding inside them and the rest (imports, loading, writing), and the time outside
+every nmtbench process: DVC's and the workspace's set-up (hashing, locks, the lock file, the checks between
+stages). Run it on a quiet machine: every figure is this machine's, and its first line names the CPU, the cores and
+the load.
 """
 from __future__ import annotations
 
@@ -31,13 +34,13 @@ from nmtbench.stage_times import ENV
 from nmtbench.tables import Table
 
 ROOT = Path(__file__).resolve().parents[1]
-OUTSIDE = "DVC, make and the rest"
+OUTSIDE = "DVC and the rest"
 
 
 def breakdown(lines: list[dict], work: dict[str, float], wall: float) -> list[dict]:
     """One row a stage kind: processes, their seconds, the work inside them (work: stage kind -> seconds of
     training or decoding) and the rest; then every nmtbench process together, the time outside them (wall less
-    their seconds) and make smoke's wall. Shares are of the wall."""
+    their seconds) and the whole wall. Shares are of the wall."""
     kinds = defaultdict(lambda: {"processes": 0, "seconds": 0.0})
     for line in lines:
         kind = kinds[line["command"]]
@@ -50,7 +53,7 @@ def breakdown(lines: list[dict], work: dict[str, float], wall: float) -> list[di
     rows += [{"kind": "every nmtbench process", "processes": len(lines), "seconds": inside, "work": done,
               "rest": inside - done},
              {"kind": OUTSIDE, "processes": None, "seconds": wall - inside, "work": 0.0, "rest": wall - inside},
-             {"kind": "make smoke", "processes": None, "seconds": wall, "work": done, "rest": wall - done}]
+             {"kind": "the smoke pipeline", "processes": None, "seconds": wall, "work": done, "rest": wall - done}]
     for row in rows:
         row["share"] = row["seconds"] / wall if wall else None
     return rows
@@ -79,25 +82,32 @@ def table(rows: list[dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workspace", type=Path, default=Path("runs/bench-smoke"))
-    parser.add_argument("--jobs", type=int, help="stages at once (make smoke JOBS=N); default: one at a time")
+    parser.add_argument("--checkout", type=Path, default=ROOT, help="the checkout whose code, params and profiles "
+                        "run (default: this one)")
     parser.add_argument("--json", type=Path, help="also write the rows there")
     args = parser.parse_args()
     print(f"# {cpu_model()}, {len(os.sched_getaffinity(0))} cores, load {os.getloadavg()[0]:.2f}, "
-          f"Python {platform.python_version()}")
-    workspace = (ROOT / args.workspace).resolve()
+          f"Python {platform.python_version()}, the code of {args.checkout.resolve()}")
+    checkout = args.checkout.resolve()
+    workspace = (checkout / args.workspace).resolve()
     shutil.rmtree(workspace, ignore_errors=True)
+    bin_dir = Path(sys.executable).parent  # this environment's nmtbench and dvc, running the checkout's code
     with tempfile.TemporaryDirectory() as scratch:
         times = Path(scratch) / "stage_times.jsonl"
-        command = ["make", "--no-print-directory", "smoke", f"SMOKE_DIR={workspace}",
-                   *([f"JOBS={args.jobs}"] if args.jobs else [])]
+        env = {**os.environ, ENV: str(times), "PYTHONPATH": str(checkout / "src"),
+               "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+        steps = [(checkout, ["nmtbench", "workspace", str(workspace), "--force", "--profile", "profiles/smoke.yaml"]),
+                 (workspace, ["nmtbench", "check"]), (workspace, ["dvc", "repro"])]
         started = time.perf_counter()
-        subprocess.run(command, cwd=ROOT, check=True, env={**os.environ, ENV: str(times)}, stdout=subprocess.DEVNULL)
+        for folder, command in steps:
+            subprocess.run(command, cwd=folder, check=True, env=env, stdout=subprocess.DEVNULL)
         wall = time.perf_counter() - started
-        lines = [json.loads(line) for line in times.read_text().splitlines()]
+        lines = [json.loads(line) for line in times.read_text().splitlines()] if times.is_file() else []
     rows = breakdown(lines, work_seconds(workspace), wall)
     print(table(rows))
     if args.json:
-        args.json.write_text(json.dumps({"command": command, "wall_seconds": wall, "rows": rows}, indent=1))
+        args.json.write_text(json.dumps({"checkout": str(checkout), "steps": [command for _, command in steps],
+                                         "wall_seconds": wall, "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

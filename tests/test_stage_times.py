@@ -45,7 +45,7 @@ def test_the_breakdown_splits_the_wall_into_the_stages_their_work_and_the_rest()
     assert found == [
         ("train", 2, 20.0, 5.0, 15.0, 0.5), ("compare", 1, 4.0, 0.0, 4.0, 0.1), ("check", 1, 0.0, 0.0, 0.0, 0.0),
         ("every nmtbench process", 4, 24.0, 5.0, 19.0, 0.6), (smoke_breakdown.OUTSIDE, None, 16.0, 0.0, 16.0, 0.4),
-        ("make smoke", None, 40.0, 5.0, 35.0, 1.0)]
+        ("the smoke pipeline", None, 40.0, 5.0, 35.0, 1.0)]
 
 
 def test_the_work_is_read_from_the_runs_files(tmp_path):
