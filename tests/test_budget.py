@@ -83,7 +83,7 @@ def test_budget_limits_map_each_kind():
     assert max_time == timedelta(seconds=90) and counter.limit is None
     max_time, counter = budget_limits(BudgetConfig(kind="flops", value=2e9), model)
     assert max_time is None and counter.limit == 2e9
-    max_time, counter = budget_limits(BudgetConfig(kind="none"), model)
+    max_time, counter = budget_limits(BudgetConfig(), model)
     assert max_time is None and counter.limit is None and counter.cost(1, 2, 2) == counter.cost.grid[2, 2]
 
 

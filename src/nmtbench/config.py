@@ -121,8 +121,8 @@ class TokenizeConfig(Block):
 class BudgetConfig(Block):
     """The cost at which training stops, the same for every model: none, wall-clock seconds or training FLOPs."""
     where: ClassVar[str] = "train.budget"
-    kind: Literal["none", "time", "flops"] = "flops"
-    value: float | None = Field(3.3e13, gt=0)
+    kind: Literal["none", "time", "flops"] = "none"
+    value: float | None = Field(None, gt=0)  # with the kind, or not at all: a kind alone gets no other kind's value
 
     @model_validator(mode="after")
     def _kind_has_a_value(self):
@@ -138,7 +138,7 @@ class TrainConfig(Block):
     max_epochs: int = Field(30, gt=0)
     max_steps: Literal[-1] | Annotated[int, Field(gt=0)] = Field(
         -1, description="must be > 0, or -1 for no step limit; got {value!r}")
-    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    budget: BudgetConfig = Field(default_factory=lambda: BudgetConfig(kind="flops", value=3.3e13))
     lr: float = Field(1e-3, gt=0)
     warmup_steps: int = Field(150, ge=0)
     label_smoothing: float = Field(0.1, ge=0, lt=1)
