@@ -32,7 +32,8 @@ from nmtbench.models.hybrid import halves, pair_class
 from nmtbench.models.interface import DecoderState
 from nmtbench.models.registry import FAMILIES, build_model
 from nmtbench.models.transformer import NORMS, POSITIONS, SELF_ATTENTION
-from nmtbench.models.vocabulary import ModelConfig, Vocab, VocabularySeq2Seq
+from nmtbench.models.vocabulary import ModelConfig, Vocab
+from nmtbench.models.vocabulary_layers import VocabularySeq2Seq
 
 HALVES = with_halves()
 PAIRS = {(encoder, decoder): pair_class(HALVES[encoder], HALVES[decoder]) for encoder in HALVES for decoder in HALVES

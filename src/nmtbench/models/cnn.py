@@ -20,7 +20,8 @@ from nmtbench.models.attention import attend
 from nmtbench.models.dropout import dropout
 from nmtbench.models.family import Family, register
 from nmtbench.models.interface import DecoderState, smallest
-from nmtbench.models.vocabulary import TIED_OUTPUT, ModelConfig, Vocab, VocabularySeq2Seq
+from nmtbench.models.vocabulary import TIED_OUTPUT, ModelConfig, Vocab
+from nmtbench.models.vocabulary_layers import VocabularySeq2Seq
 
 RESIDUAL_SCALE = math.sqrt(0.5)  # keeps the variance of a sum of two unit-variance terms at one
 

@@ -21,7 +21,8 @@ from nmtbench.models.dropout import Dropout
 from nmtbench.models.family import Family, register
 from nmtbench.models.interface import DecoderState
 from nmtbench.models.transformer import INITIALISATIONS, Layer, TransformerConfig, sinusoids
-from nmtbench.models.vocabulary import Vocab, VocabularySeq2Seq
+from nmtbench.models.vocabulary import Vocab
+from nmtbench.models.vocabulary_layers import VocabularySeq2Seq
 
 POSITIONS = ("sinusoidal", "learned")  # relative distances are not implemented for one mixed stream
 

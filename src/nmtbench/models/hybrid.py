@@ -34,7 +34,8 @@ from torch import nn
 from nmtbench.blocks import Block, ConfigError, choice, from_dict
 from nmtbench.models.dropout import Dropout
 from nmtbench.models.family import TABLE, Family, register, with_halves
-from nmtbench.models.vocabulary import SHARED_EMBEDDING, TIED_OUTPUT, ModelConfig, Vocab, VocabularySeq2Seq
+from nmtbench.models.vocabulary import SHARED_EMBEDDING, TIED_OUTPUT, ModelConfig, Vocab
+from nmtbench.models.vocabulary_layers import VocabularySeq2Seq
 
 WHOLE = ("tie_embeddings", "dropout")  # the hybrid's own keys, not a half's
 EXAMPLES = {"encoder": "{family: transformer, layers: 6}", "decoder": "{family: rnn, cell: lstm, attention: general}"}

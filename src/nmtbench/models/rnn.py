@@ -19,7 +19,8 @@ from nmtbench.models.attention import ATTENTION_KINDS, SCORERS, attend
 from nmtbench.models.dropout import dropout
 from nmtbench.models.family import Family, register
 from nmtbench.models.interface import DecoderState, SourceLengths
-from nmtbench.models.vocabulary import TIED_OUTPUT, ModelConfig, Vocab, VocabularySeq2Seq
+from nmtbench.models.vocabulary import TIED_OUTPUT, ModelConfig, Vocab
+from nmtbench.models.vocabulary_layers import VocabularySeq2Seq
 
 CELLS = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
 # how the decoder starts: the recurrent encoder's final states (Sutskever et al. 2014), a learned bridge from the

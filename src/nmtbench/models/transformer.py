@@ -26,7 +26,8 @@ from nmtbench.models.dropout import Dropout
 from nmtbench.models.efficient_attention import SparsePattern, check_length, length_projections, random_table
 from nmtbench.models.family import Family, register
 from nmtbench.models.interface import DecoderState, smallest
-from nmtbench.models.vocabulary import ModelConfig, Vocab, VocabularySeq2Seq
+from nmtbench.models.vocabulary import ModelConfig, Vocab
+from nmtbench.models.vocabulary_layers import VocabularySeq2Seq
 
 NORMS = ("post", "pre")
 POSITIONS = ("sinusoidal", "learned", "relative")
