@@ -57,6 +57,10 @@ class ModelConfig(Block):
     # as the toolkit of that name does for the family (its file's INITIALISATIONS)
     init: str = "pytorch"
 
+    def check_after(self, encoder: str, where: str) -> None:
+        """Refuses, in one line, a decoder half's config that cannot follow another family's encoder half (a hybrid's
+        memory is the encoder's states alone); each family's decoder states its own rules, most have none."""
+
     def dropout_at(self, site: str) -> float:
         """The rate at one dropout site: its own `<site>_dropout`, or the model's dropout where that is unset."""
         rate = getattr(self, f"{site}_dropout")

@@ -19,11 +19,6 @@ class VocabularySeq2Seq(Seq2Seq):
     tied as before tie_embeddings existed draws the same initial weights and keeps its checkpoint keys.
     """
 
-    @staticmethod
-    def check_after(cfg, encoder: str, where: str) -> None:
-        """Refuses, in one line, a decoder half's config that cannot follow another family's encoder half (a hybrid's
-        memory is the encoder's states alone); each decoder half states its own rules, most have none."""
-
     def build_embeddings(self, vocab: Vocab, dim: int, tie: str, target_dim: int | None = None) -> None:
         """The source embedding of width dim and, unless tied to it, the target's of width target_dim (a hybrid's
         decoder may read narrower or wider embeddings than its encoder; None: dim)."""
