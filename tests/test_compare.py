@@ -689,6 +689,11 @@ def test_produced_by_names_every_distinct_commit_version_and_machine():
         "1 train and evaluate results record no provenance (written before it was); rerun their stages to stamp them."]
     assert provenance_lines({}) == [
         "Not recorded: this comparison was written before provenance was; rerun `dvc repro compare`."]
+    without_torch = {**DEVICE, "gpus": None, "torch_threads": None}  # the comparison's own stamp imports no torch
+    comparison["provenance"]["compare"] = stamp(1.4, device=without_torch)
+    assert provenance_lines(comparison)[2] == (
+        "Machine: AMD EPYC 7B13 (1 core, avx2 avx512f), NVIDIA A100-SXM4-40GB, 1 torch thread / "
+        "AMD EPYC 7B13 (2 cores, 23.5 GiB), no GPU, 2 torch threads / AMD EPYC 7B13 (2 cores, 23.5 GiB).")
 
 
 def test_where_models_and_families_swap_places_is_in_the_json_and_the_markdown(root):

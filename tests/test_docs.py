@@ -13,7 +13,7 @@ from nmtbench.analysis.claims import CLAIMS
 from nmtbench.config import load_params
 from nmtbench.launch.converge_report import finished_table, headline_table
 from nmtbench.models.family import with_halves
-from nmtbench.models.hybrid import halves
+from nmtbench.models.hybrid_config import halves
 from nmtbench.models.registry import build_model
 from nmtbench.models.vocabulary import Vocab
 
@@ -275,8 +275,7 @@ CORNERS = {"transformer": "transformer", "rnn": "lstm_attention_general", "cnn":
 
 def grid_half(models: dict, family: str, side: str) -> dict:
     """The encoder or decoder half of family's grid model (CORNERS), as a hybrid's block names it."""
-    half = with_halves()[family].encoder if side == "encoder" else with_halves()[family].decoder
-    read = half.encoder_keys if side == "encoder" else half.decoder_keys
+    read = with_halves()[family].keys_read(side)
     return {"family": family, **{key: value for key, value in models[CORNERS[family]].items() if key in read}}
 
 

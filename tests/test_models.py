@@ -26,13 +26,16 @@ from helpers.models import (
 from nmtbench.config import ConfigError, DecodeConfig
 from nmtbench.decoding.search import greedy
 from nmtbench.decoding.translator import Translator
-from nmtbench.models.attention import ATTENTION_KINDS
+from nmtbench.models import cnn, cnn_config, rnn, rnn_config, transformer, transformer_config
+from nmtbench.models.attention import SCORERS
 from nmtbench.models.family import TABLE, Family, register, with_halves
-from nmtbench.models.hybrid import halves, pair_class
+from nmtbench.models.hybrid import pair_class
+from nmtbench.models.hybrid_config import halves
 from nmtbench.models.interface import DecoderState
 from nmtbench.models.registry import FAMILIES, build_model
-from nmtbench.models.transformer import NORMS, POSITIONS, SELF_ATTENTION
-from nmtbench.models.vocabulary import ModelConfig, Vocab, VocabularySeq2Seq
+from nmtbench.models.transformer_config import NORMS, POSITIONS, SELF_ATTENTION
+from nmtbench.models.vocabulary import ModelConfig, Vocab
+from nmtbench.models.vocabulary_layers import VocabularySeq2Seq
 
 HALVES = with_halves()
 PAIRS = {(encoder, decoder): pair_class(HALVES[encoder], HALVES[decoder]) for encoder in HALVES for decoder in HALVES
@@ -451,7 +454,7 @@ def test_the_shared_tests_cover_every_family_and_option():
         assert {("all", False), ("none", True)} <= ties and "target_output" in {tie for tie, _ in ties}, family
     assert {b.get("tie_embeddings") for b in blocks} >= {"source_target", "target_output", "none"}  # all: unset
     assert any(b.get("attentional_dim") for b in blocks)
-    assert {b.get("attention", "additive") for b in blocks if b["family"] == "rnn"} == set(ATTENTION_KINDS)
+    assert {b.get("attention", "additive") for b in blocks if b["family"] == "rnn"} == set(rnn_config.ATTENTION_KINDS)
     assert {b.get("cell", "lstm") for b in blocks if b["family"] == "rnn"} == {"rnn", "gru", "lstm"}
     transformers = [b for b in blocks if b["family"] == "transformer"]
     assert {b.get("positions", "sinusoidal") for b in transformers} == set(POSITIONS)
@@ -459,6 +462,14 @@ def test_the_shared_tests_cover_every_family_and_option():
     assert {b.get("self_attention", "full") for b in transformers} == set(SELF_ATTENTION)
     assert {b.get("linformer_sharing") for b in transformers} >= {"none", "layerwise"}
     assert any(b.get("decoder_window") for b in transformers)
+
+
+def test_the_configs_choices_are_what_the_layers_build():
+    """A config checks its choices without torch, by name; each name is one its family's layers build."""
+    assert rnn_config.CELLS == tuple(rnn.CELL_LAYERS)
+    assert rnn_config.ATTENTION_KINDS == ("none", *SCORERS)
+    for config, layers in ((rnn_config, rnn), (transformer_config, transformer), (cnn_config, cnn)):
+        assert config.INITS == tuple(layers.INITIALISATIONS), config.__name__
 
 
 def test_every_models_checkpoint_names_and_shapes_are_those_it_always_had():
@@ -484,14 +495,12 @@ class BagConfig(ModelConfig):
     embed_dim: int = 16
     dropout: float = 0.0
 
+    @property
+    def embedding_width(self):
+        return self.embed_dim
+
 
 class BagEncoder(VocabularySeq2Seq):
-    encoder_keys = ("embed_dim",)
-
-    @staticmethod
-    def source_width(cfg):
-        return cfg.embed_dim
-
     @staticmethod
     def memory_width(cfg):
         return cfg.embed_dim
@@ -504,12 +513,6 @@ class BagEncoder(VocabularySeq2Seq):
 
 
 class BagDecoder(VocabularySeq2Seq):
-    decoder_keys = ("embed_dim",)
-
-    @staticmethod
-    def target_width(cfg):
-        return cfg.embed_dim
-
     @staticmethod
     def attended_width(cfg):
         return cfg.embed_dim
@@ -546,7 +549,9 @@ class BagSeq2Seq(BagEncoder, BagDecoder):
 @pytest.fixture
 def bag_family():
     """The bag family, one entry in the family table for the length of a test."""
-    yield register(Family("bag", BagConfig, BagSeq2Seq, BagEncoder, BagDecoder, mechanism="convolution"))
+    yield register(Family("bag", BagConfig, f"{__name__}:BagSeq2Seq", f"{__name__}:BagEncoder",
+                          f"{__name__}:BagDecoder", encoder_keys=("embed_dim",), decoder_keys=("embed_dim",),
+                          mechanism="convolution"))
     TABLE.pop("bag")
 
 

@@ -2,6 +2,7 @@ import importlib.metadata
 import json
 import re
 import subprocess
+import sys
 import time
 
 import pytest
@@ -118,6 +119,20 @@ def test_a_stamp_holds_code_software_machine_and_wall_time():
     assert set(found["device"]) == {"cpu", "cpu_features", "cores", "memory_gib", "gpus", "torch_threads",
                                    "platform"}
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", found["finished"])
+
+
+@pytest.mark.parametrize("imports", ["", "import torch"])
+def test_a_stamp_records_torchs_view_only_where_the_stage_runs_torch(imports):
+    """The comparison imports no torch; its stamp must not import it either, only to count torch's threads."""
+    code = (f"{imports}\nimport json, sys, time\nfrom nmtbench.provenance import stamp\n"
+            "device = stamp(time.perf_counter())['device']\n"
+            "print(json.dumps([device['gpus'], device['torch_threads'], 'torch' in sys.modules]))")
+    gpus, threads, loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                                      check=True).stdout)
+    if imports:
+        assert isinstance(gpus, list) and threads >= 1 and loaded
+    else:
+        assert (gpus, threads, loaded) == (None, None, False)
 
 
 def test_version_option_prints_the_version_and_the_commit(capsys):

@@ -95,6 +95,8 @@ def test_folder_without_run_log(tmp_path):
 
 
 def test_wandb_logger_round_trip(tmp_path, monkeypatch):
+    import torch  # noqa: F401  loaded in the training stage the logger is for, whose torch threads the run records
+
     quiet_offline_env(monkeypatch, tmp_path)
     cfg = WandbConfig(project="nmtbench-test", group="exp1")
     logger = make_wandb_logger(cfg, "transformer", tmp_path / "runs", {"model": {"d_model": 4}, "lr": 0.1},

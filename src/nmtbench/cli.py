@@ -22,9 +22,10 @@ from nmtbench.quiet import quiet_third_parties
 
 
 def _check(args):
-    """Every model block built, whatever tune.trials is: make repro runs this before dvc repro, which deletes a
+    """Every model block checked, whatever tune.trials is: make repro runs this before dvc repro, which deletes a
     training's train.json and learning curve before `nmtbench train` could refuse the block. The tying is checked
-    against the vocabularies params say the tokenize stage makes; analyze's blocks at their width likewise."""
+    against the vocabularies params say the tokenize stage makes; analyze's blocks at their width likewise. It
+    builds no model, so it imports no torch (but for an own model's module, which holds its config class)."""
     from nmtbench.analysis.sizing import at_width
     from nmtbench.models.registry import model_config
     from nmtbench.models.vocabulary import Vocab

@@ -24,6 +24,7 @@ import yaml
 from nmtbench.blocks import ConfigError
 from nmtbench.config import parse_params
 from nmtbench.files import read_yaml, write_bytes, write_text
+from nmtbench.models.registry import model_config
 
 PIPELINE_TARGETS = Path("tools") / "pipeline.mk"
 # what nmtbench workspace last wrote there: each file's sha256, so a refresh replaces only those files unchanged since
@@ -119,10 +120,6 @@ def read_profile(profile: Path) -> dict:
 def merged_params(project: Path, profiles: list[Path], extra: Sequence[dict] = ()) -> dict:
     """project's params.yaml merged with the profiles, in order, then the extra blocks a command sets (nmtbench
     gpu timed-grid's --set), every block and model validated: a bad override fails here, before any stage runs."""
-    # the model families import torch, seconds of it: what only merges profiles (the tests' scratch params) does
-    # without them
-    from nmtbench.models.registry import model_config
-
     merged = apply_profile(read_yaml(Path(project) / "params.yaml"), *(read_profile(Path(p)) for p in profiles),
                            *extra, names=["params.yaml", *map(str, profiles), *[SETTINGS] * len(extra)],
                            known=shipped_models(project))

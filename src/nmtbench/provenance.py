@@ -18,6 +18,7 @@ import os
 import platform
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -96,13 +97,15 @@ def versions(names: Iterable[str] = PACKAGES) -> dict[str, str | None]:
 
 
 def device() -> dict:
-    """The CPU model, its cores available to this process, memory, the GPUs torch sees and torch's thread count."""
-    import torch
-
-    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]  # none without CUDA
+    """The CPU model, its cores available to this process, memory, and in a stage that runs torch the GPUs torch
+    sees and torch's thread count. A stage that never imports torch (compare) records those as None: importing it
+    to ask would cost the stage seconds, for a runtime it does not use."""
+    torch = sys.modules.get("torch")
+    gpus = None if torch is None else [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {"cpu": cpu_model(), "cpu_features": cpu_features(), "cores": cores, "memory_gib": memory_gib(),
-            "gpus": gpus, "torch_threads": torch.get_num_threads(), "platform": platform.platform()}
+            "gpus": gpus, "torch_threads": None if torch is None else torch.get_num_threads(),
+            "platform": platform.platform()}
 
 
 def cpu_features(cpuinfo: Path = Path("/proc/cpuinfo")) -> list[str]:

@@ -3,11 +3,14 @@ so every family is measured at the same d and the parameter count can be taken a
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from nmtbench.config import ConfigError
-from nmtbench.models.interface import Seq2Seq
 from nmtbench.models.registry import build_model
 from nmtbench.models.vocabulary import Vocab
+
+if TYPE_CHECKING:
+    from nmtbench.models.interface import Seq2Seq
 
 MULTIPLE_OF_D = re.compile(r"(\d*)d")
 

@@ -284,9 +284,9 @@ def provenance_lines(comparison: dict) -> list[str]:
 def _machine(device: dict) -> str:
     memory = f", {device['memory_gib']:g} GiB" if device["memory_gib"] else ""
     features = f", {' '.join(device['cpu_features'])}" if device.get("cpu_features") else ""
-    return (f"{device['cpu']} ({_count(device['cores'], 'core')}{memory}{features}), "
-            f"{', '.join(device['gpus']) or 'no GPU'}, "
-            f"{_count(device['torch_threads'], 'torch thread')}")
+    torch = ("" if device["torch_threads"] is None else  # a stage without torch (compare) records none of it
+             f", {', '.join(device['gpus']) or 'no GPU'}, {_count(device['torch_threads'], 'torch thread')}")
+    return f"{device['cpu']} ({_count(device['cores'], 'core')}{memory}{features}){torch}"
 
 
 def _count(number: int, noun: str) -> str:

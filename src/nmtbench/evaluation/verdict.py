@@ -17,7 +17,7 @@ import itertools
 from nmtbench.config import CompareConfig
 from nmtbench.evaluation.significance import bleu_difference
 from nmtbench.models.family import MECHANISMS
-from nmtbench.models.hybrid import halves
+from nmtbench.models.hybrid_config import halves
 from nmtbench.models.registry import FAMILIES
 
 # the words of every verdict: the published findings' here, the textbook claims' (analysis.claims); a published

@@ -15,8 +15,6 @@ from torch import nn
 
 from nmtbench.models.dropout import dropout
 
-ATTENTION_KINDS = ("none", "dot", "general", "reduced_rank", "additive")
-
 
 class DotScorer(nn.Module):
     def __init__(self, query_dim: int, key_dim: int, rank: int):
@@ -70,6 +68,7 @@ class AdditiveScorer(nn.Module):
         return self.energy(torch.tanh(q + keys.unsqueeze(1))).squeeze(-1)  # (B, T, S)
 
 
+# a new scorer's name goes in rnn_config.ATTENTION_KINDS too, which the config checks without torch
 SCORERS = {"dot": DotScorer, "general": GeneralScorer, "reduced_rank": ReducedRankScorer, "additive": AdditiveScorer}
 
 

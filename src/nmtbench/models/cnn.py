@@ -1,7 +1,8 @@
 """Convolutional encoder-decoder in the manner of ConvS2S (Gehring et al. 2017).
 
 Everything for the family's forward pass is in this file, as an encoder half and a decoder half that the family
-pairs and a hybrid (models/hybrid.py) pairs with another family's. Both sides stack gated convolutions
+pairs and a hybrid (models/hybrid.py) pairs with another family's; its config, the keys each half reads and its
+entry in the family table are in models/cnn_config.py. Both sides stack gated convolutions
 (GLU) with residual connections; every decoder layer attends to the encoder output z with keys z and
 values z + e (e: the source embeddings). The decoder's convolutions see only the past: padded on the
 left by kernel - 1 in teacher forcing, and fed from a cache of the last kernel - 1 inputs per layer
@@ -15,35 +16,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmtbench.blocks import ConfigError, choice
 from nmtbench.models.attention import attend
+from nmtbench.models.cnn_config import ConvConfig
 from nmtbench.models.dropout import dropout
-from nmtbench.models.family import Family, register
 from nmtbench.models.interface import DecoderState, smallest
-from nmtbench.models.vocabulary import TIED_OUTPUT, ModelConfig, Vocab, VocabularySeq2Seq
+from nmtbench.models.vocabulary import TIED_OUTPUT, Vocab
+from nmtbench.models.vocabulary_layers import VocabularySeq2Seq
 
 RESIDUAL_SCALE = math.sqrt(0.5)  # keeps the variance of a sum of two unit-variance terms at one
-
-
-class ConvConfig(ModelConfig):
-    embed_dim: int = 256
-    channels: int = 512
-    encoder_layers: int = 2
-    decoder_layers: int = 2
-    kernel: int = 3  # odd, so the encoder's window is centred
-    dropout: float = 0.1  # fairseq's fconv drops at one rate at each of the three sites below
-    embedding_dropout: float | None = None  # word plus position embeddings, both sides; null: dropout
-    convolution_dropout: float | None = None  # each convolution's input; null: dropout
-    output_dropout: float | None = None  # the decoder's output before the vocabulary projection; null: dropout
-    max_positions: int = 512
-
-    def validate(self, where: str) -> None:
-        if min(self.embed_dim, self.channels, self.encoder_layers, self.decoder_layers, self.max_positions) < 1:
-            raise ConfigError(f"{where}: sizes and layer counts must be positive")
-        if self.kernel < 1 or self.kernel % 2 == 0:
-            raise ConfigError(f"{where}.kernel: must be odd and positive, got {self.kernel}")
-        choice(f"{where}.init", self.init, INITIALISATIONS)
-        self.check_dropout(where)
 
 
 def gated_conv(channels: int, kernel: int) -> nn.Conv1d:
@@ -72,14 +52,6 @@ class ConvEncoder(ConvPart):
     """The encoder half: gated convolutions over the source. Its layers are the model's own attributes, named as
     the family always named them, so a whole ConvSeq2Seq keeps its checkpoint keys and a hybrid
     (models/hybrid.py) takes this half alone."""
-
-    # the keys of its config this half reads: all that a hybrid's encoder block may set
-    encoder_keys = ("embed_dim", "channels", "encoder_layers", "kernel", "max_positions", "embedding_dropout",
-                    "convolution_dropout")
-
-    @staticmethod
-    def source_width(cfg: ConvConfig) -> int:
-        return cfg.embed_dim
 
     @staticmethod
     def memory_width(cfg: ConvConfig) -> int:
@@ -112,14 +84,6 @@ class ConvEncoder(ConvPart):
 class ConvDecoder(ConvPart):
     """The decoder half: causal gated convolutions, each layer attending to the encoder's states. After another
     family's encoder, which has no z + e, the values are the states themselves."""
-
-    # the keys of its config this half reads: all that a hybrid's decoder block may set
-    decoder_keys = ("embed_dim", "channels", "decoder_layers", "kernel", "max_positions", "embedding_dropout",
-                    "convolution_dropout", "output_dropout")
-
-    @staticmethod
-    def target_width(cfg: ConvConfig) -> int:
-        return cfg.embed_dim
 
     @staticmethod
     def attended_width(cfg: ConvConfig) -> int:
@@ -226,8 +190,7 @@ def fairseq_initialisation(model: ConvSeq2Seq) -> None:
             nn.init.zeros_(module.bias)
 
 
-# how a convolutional model's weights are drawn (the model block's init): after PyTorch's draw
+# how a convolutional model's weights are drawn (the model block's init): after PyTorch's draw; a new draw's name
+# goes in cnn_config.INITS too
 INITIALISATIONS = {"pytorch": lambda model: None, "fairseq": fairseq_initialisation}
 
-
-FAMILY = register(Family("cnn", ConvConfig, ConvSeq2Seq, ConvEncoder, ConvDecoder, mechanism="convolution"))

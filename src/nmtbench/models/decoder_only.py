@@ -7,7 +7,8 @@ separator. With `prefix_attention` the source positions see the whole source (a 
 without it the whole stream is causal. Source padding is masked and skipped by the position count,
 so the target of a short sentence starts right after its last real source token. With one vocabulary per
 side (tokenize.joint: false) the source positions read the source embedding and the target positions the
-target's: the segment says which table a position comes from.
+target's: the segment says which table a position comes from. Its config and its entry in the family table are
+in models/decoder_only_config.py.
 """
 from __future__ import annotations
 
@@ -16,25 +17,12 @@ import math
 import torch
 from torch import nn
 
-from nmtbench.blocks import choice
+from nmtbench.models.decoder_only_config import DecoderOnlyConfig
 from nmtbench.models.dropout import Dropout
-from nmtbench.models.family import Family, register
 from nmtbench.models.interface import DecoderState
-from nmtbench.models.transformer import INITIALISATIONS, Layer, TransformerConfig, sinusoids
-from nmtbench.models.vocabulary import Vocab, VocabularySeq2Seq
-
-POSITIONS = ("sinusoidal", "learned")  # relative distances are not implemented for one mixed stream
-
-
-class DecoderOnlyConfig(TransformerConfig):
-    norm: str = "pre"
-    layers: int = 6  # one stack: about half the parameters of an encoder-decoder with 6 + 6
-    prefix_attention: bool = False
-
-    def validate(self, where: str) -> None:
-        super().validate(where)
-        choice(f"{where}.positions", self.positions, POSITIONS)
-        choice(f"{where}.self_attention", self.self_attention, ("full",))  # one causal stream: no encoder to thin
+from nmtbench.models.transformer import INITIALISATIONS, Layer, sinusoids
+from nmtbench.models.vocabulary import Vocab
+from nmtbench.models.vocabulary_layers import VocabularySeq2Seq
 
 
 class DecoderOnlySeq2Seq(VocabularySeq2Seq):
@@ -122,6 +110,3 @@ class DecoderOnlySeq2Seq(VocabularySeq2Seq):
         state = DecoderState({**s, "kv": tuple(cache)}, state.step + 1, weights.mean(dim=1)[:, 0])
         return torch.log_softmax(self.output(x[:, 0]).float(), dim=-1), state
 
-
-FAMILY = register(Family("decoder_only", DecoderOnlyConfig, DecoderOnlySeq2Seq, mechanism="self-attention",
-                         embeddings="scaled"))

@@ -6,10 +6,11 @@ A model block of family `hybrid` names its two halves, each written like a model
     decoder: {family: rnn, cell: lstm, attention: general, embed_dim: 256, hidden_dim: 640}
 
 Each family's file defines its halves (RecurrentEncoder / RecurrentDecoder, TransformerEncoder / TransformerDecoder,
-ConvEncoder / ConvDecoder) and names them in its entry of the family table (models/family.py); the family itself is
-the pair of its own two halves. A hybrid is a pair of two families' halves, so it runs exactly the layers the
-families run: its class is made from the two entries (pair_class), none is written by hand. Keys that concern the
-whole model are the hybrid's: `tie_embeddings` and `dropout` (one rate for both halves, as in every family).
+ConvEncoder / ConvDecoder), and its config file names them in its entry of the family table (models/family.py); the
+family itself is the pair of its own two halves. A hybrid is a pair of two families' halves, so it runs exactly the
+layers the families run: its class is made from the two entries (pair_class), none is written by hand. Keys that
+concern the whole model are the hybrid's: `tie_embeddings` and `dropout` (one rate for both halves, as in every
+family); its config, which checks each half against its family's entry, is in models/hybrid_config.py.
 
 The projection rule, the one place where the halves meet: the encoder's states (B, S, W_enc) reach the decoder's
 attention at the width the decoder attends at, W_dec (a Transformer's d_model, a recurrent decoder's hidden_dim, a
@@ -31,63 +32,11 @@ import math
 import torch
 from torch import nn
 
-from nmtbench.blocks import Block, ConfigError, choice, from_dict
 from nmtbench.models.dropout import Dropout
-from nmtbench.models.family import TABLE, Family, register, with_halves
-from nmtbench.models.vocabulary import SHARED_EMBEDDING, TIED_OUTPUT, ModelConfig, Vocab, VocabularySeq2Seq
-
-WHOLE = ("tie_embeddings", "dropout")  # the hybrid's own keys, not a half's
-EXAMPLES = {"encoder": "{family: transformer, layers: 6}", "decoder": "{family: rnn, cell: lstm, attention: general}"}
-
-
-class HybridConfig(ModelConfig):
-    encoder: dict = {}  # a block of family rnn, transformer or cnn: the encoder half's keys
-    decoder: dict = {}
-    dropout: float = 0.1
-
-    def half(self, side: str, where: str = "models.hybrid") -> Block:
-        """The typed config of the encoder or decoder half, refused in one line where it cannot be one."""
-        block, model, where = dict(getattr(self, side)), where, f"{where}.{side}"
-        family, halves = block.pop("family", None), with_halves()
-        if not block and family is None:  # absent, or given empty
-            raise ConfigError(f"{where}: missing; a hybrid needs both halves, each a block of its family's keys, e.g. "
-                              f"{side}: {EXAMPLES[side]}")
-        if family is None:
-            raise ConfigError(f"{where}: missing 'family'; choose one of {', '.join(halves)}")
-        if family in TABLE and family not in halves:
-            raise ConfigError(f"{where}.family: {family} has no encoder and decoder halves of its own to pair; "
-                              f"choose one of {', '.join(halves)}, or family: {family} "
-                              "for the whole model")
-        entry = halves[choice(f"{where}.family", family, halves)]
-        read = keys_read(entry, side)
-        for key in sorted(block):
-            if key in WHOLE:
-                raise ConfigError(f"{where}.{key}: set once for the whole model, as {model}.{key}; remove it here")
-            if key not in read:
-                raise ConfigError(f"{where}.{key}: not a key of the {family} family's {side}; remove it (it reads "
-                                  f"{', '.join(read)})")
-        cfg = from_dict(entry.config, {**block, "tie_embeddings": self.tie_embeddings, "dropout": self.dropout}, where)
-        cfg.validate(where)
-        return cfg
-
-    def validate(self, where: str) -> None:
-        self.check_dropout(where)
-        if self.init != "pytorch":  # each family's draw is its own; nothing says how the projection between is drawn
-            raise ConfigError(f"{where}.init: {self.init} is a family's own draw, and a hybrid's halves come from two; "
-                              "leave init unset (pytorch) for a hybrid")
-        encoder, decoder = self.half("encoder", where), self.half("decoder", where)
-        families = self.encoder["family"], self.decoder["family"]
-        if families[0] == families[1]:
-            others = ", ".join(family for family in with_halves() if family != families[0])
-            raise ConfigError(f"{where}.decoder.family: {families[0]} is the encoder's family too, which is family: "
-                              f"{families[0]} itself; choose one of {others}, or family: {families[0]}")
-        TABLE[families[1]].decoder.check_after(decoder, families[0], f"{where}.decoder")
-        widths = TABLE[families[0]].encoder.source_width(encoder), TABLE[families[1]].decoder.target_width(decoder)
-        if widths[0] != widths[1] and self.tie_embeddings in (None, *SHARED_EMBEDDING):
-            tie = self.tie_embeddings or "unset (all, with one joint vocabulary)"
-            raise ConfigError(f"{where}.tie_embeddings: {tie} makes the source and the target embedding one matrix, "
-                              f"but the encoder reads {widths[0]}-wide embeddings and the decoder {widths[1]}-wide; "
-                              "give both halves one width, or set tie_embeddings: target_output or none")
+from nmtbench.models.family import TABLE, Family, loaded
+from nmtbench.models.hybrid_config import HybridConfig
+from nmtbench.models.vocabulary import TIED_OUTPUT, Vocab
+from nmtbench.models.vocabulary_layers import VocabularySeq2Seq
 
 
 class HybridSeq2Seq(VocabularySeq2Seq):
@@ -98,7 +47,7 @@ class HybridSeq2Seq(VocabularySeq2Seq):
         super().__init__()
         self.cfg = cfg
         encoder, decoder = cfg.half("encoder"), cfg.half("decoder")
-        self.build_embeddings(vocab, self.source_width(encoder), cfg.tie_embeddings, self.target_width(decoder))
+        self.build_embeddings(vocab, encoder.embedding_width, cfg.tie_embeddings, decoder.embedding_width)
         self.dropout = Dropout(cfg.dropout)
         self.build_encoder(encoder)
         self.build_decoder(decoder)
@@ -141,7 +90,6 @@ class HybridSeq2Seq(VocabularySeq2Seq):
         return scores * math.sqrt(self.output.weight.size(1)) if tied else scores
 
 
-
 def rescaled_side(encoder: Family, decoder: Family) -> str | None:
     """The side (source or target) whose half reads embeddings drawn scaled times sqrt(width) (HybridSeq2Seq)."""
     draws = encoder.embeddings, decoder.embeddings
@@ -152,9 +100,10 @@ def rescaled_side(encoder: Family, decoder: Family) -> str | None:
 def pair_class(encoder: Family, decoder: Family) -> type[HybridSeq2Seq]:
     """The class of encoder's encoder half with decoder's decoder half, named after the halves: TransformerEncoder
     with RecurrentDecoder is TransformerRecurrent."""
-    name = encoder.encoder.__name__.removesuffix("Encoder") + decoder.decoder.__name__.removesuffix("Decoder")
+    halves = loaded(encoder.encoder), loaded(decoder.decoder)
+    name = halves[0].__name__.removesuffix("Encoder") + halves[1].__name__.removesuffix("Decoder")
     doc = f"{encoder.name}'s encoder half with {decoder.name}'s decoder half."
-    return type(name, (HybridSeq2Seq, encoder.encoder, decoder.decoder),
+    return type(name, (HybridSeq2Seq, *halves),
                 {"__module__": __name__, "__doc__": doc, "rescaled": rescaled_side(encoder, decoder)})
 
 
@@ -167,31 +116,3 @@ def rebuilt(encoder: str, decoder: str) -> HybridSeq2Seq:
 def build_hybrid(cfg: HybridConfig, vocab: Vocab) -> HybridSeq2Seq:
     """The model of a hybrid block: its pair's class, built like any family's model."""
     return pair_class(TABLE[cfg.encoder["family"]], TABLE[cfg.decoder["family"]])(cfg, vocab)
-
-
-def keys_read(family: Family, side: str) -> tuple[str, ...]:
-    """The keys of family's config that its encoder or decoder half reads: all that a hybrid's half may set."""
-    return family.encoder.encoder_keys if side == "encoder" else family.decoder.decoder_keys
-
-
-def halves(block: dict) -> tuple[tuple[str, dict], tuple[str, dict]] | None:
-    """The encoder and the decoder of a model block, each as (its family, the values of the keys it reads with the
-    family's defaults filled in): the same for a family's own model and for a hybrid with that half, so two models
-    share a half exactly when these are equal. None for a model without two halves (decoder_only, an own class).
-    What the whole model sets (tie_embeddings, dropout) is no half's, nor how a half meets the other (its
-    joining_keys: a recurrent decoder's init_hidden)."""
-    sides = (block.get("encoder", {}), block.get("decoder", {})) if block.get("family") == "hybrid" else (block,) * 2
-    halves = with_halves()
-    if not all(side.get("family") in halves for side in sides):
-        return None
-    found = []
-    for side, half in zip(sides, ("encoder", "decoder")):
-        family = halves[side["family"]]
-        read = keys_read(family, half)
-        cfg = family.config(**{key: value for key, value in side.items() if key in read})
-        joining = getattr(family.encoder if half == "encoder" else family.decoder, "joining_keys", ())
-        found.append((side["family"], {key: getattr(cfg, key) for key in read if key not in joining}))
-    return found[0], found[1]
-
-
-FAMILY = register(Family("hybrid", HybridConfig, build_hybrid))

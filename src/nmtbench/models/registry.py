@@ -1,28 +1,44 @@
 """Build any model variant from its `models.<name>` block: `family` picks the file, the rest its config.
 
-A family is one of the built-in families of the family table (models/family.py: each file registers its own), or
-the import path `package.module:ClassName` of a researcher's own
+A family is one of the built-in families of the family table (models/family.py: each config file registers its
+own), or the import path `package.module:ClassName` of a researcher's own
 Seq2Seq subclass, which names its config class in `config_class` (a nmtbench.config.Block, like the built-ins'
 configs, so unknown keys and bad values are refused the same way). docs/models.md, "Your own model".
 Every model is built as model_cls(cfg, vocab), vocab the vocabularies' sizes (models/vocabulary.py).
+
+A built-in block is checked without torch, which only building it imports (its family's model file): `nmtbench
+check` and the comparison read every block but build none. An own model's module is imported to check its block,
+since its config class is there.
 """
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 from nmtbench.blocks import Block, ConfigError, choice, from_dict
-from nmtbench.models import cnn, decoder_only, hybrid, rnn, transformer  # noqa: F401  each registers its family
+from nmtbench.models import (  # noqa: F401  each registers its family
+    cnn_config,
+    decoder_only_config,
+    hybrid_config,
+    rnn_config,
+    transformer_config,
+)
 from nmtbench.models.family import TABLE as FAMILIES
-from nmtbench.models.interface import Seq2Seq
+from nmtbench.models.family import loaded
 from nmtbench.models.vocabulary import ModelConfig, Vocab, tying
 
+if TYPE_CHECKING:
+    from nmtbench.models.interface import Seq2Seq
 
-def family_classes(where: str, family: str) -> tuple[type[Block], type[Seq2Seq]]:
-    """(config class, what builds the model: build(cfg, vocab)) of a built-in family or an own model's import
-    path."""
-    if not isinstance(family, str) or ":" not in family:
-        entry = FAMILIES[choice(where, family, FAMILIES)]
-        return entry.config, entry.build
+
+def own(family) -> bool:
+    """Whether a block's family is an own model's import path rather than a built-in family's name."""
+    return isinstance(family, str) and ":" in family
+
+
+def own_model(where: str, family: str) -> type[Seq2Seq]:
+    """The Seq2Seq subclass an own model's import path names, refused in one line where it is not one or declares
+    no config class."""
     module_name, _, class_name = family.partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -30,6 +46,8 @@ def family_classes(where: str, family: str) -> tuple[type[Block], type[Seq2Seq]]
         raise ConfigError(f"{where}: cannot import {module_name} ({error}); put its folder on PYTHONPATH or install "
                           f"it, or choose one of {', '.join(FAMILIES)}") from None
     model_cls = getattr(module, class_name, None)
+    from nmtbench.models.interface import Seq2Seq  # torch, which an own model's module imports anyway
+
     if not (isinstance(model_cls, type) and issubclass(model_cls, Seq2Seq)):
         found = "not found" if model_cls is None else "not a subclass of nmtbench.models.interface.Seq2Seq"
         raise ConfigError(f"{where}: {class_name} in {module_name} is {found}; name a Seq2Seq subclass as "
@@ -38,7 +56,7 @@ def family_classes(where: str, family: str) -> tuple[type[Block], type[Seq2Seq]]
     if not (isinstance(config_cls, type) and issubclass(config_cls, Block)):
         raise ConfigError(f"{where}: {family} declares no config class; set its class attribute config_class to a "
                           "subclass of nmtbench.config.Block holding its keys")
-    return config_cls, model_cls
+    return model_cls
 
 
 def model_config(name: str, block: dict, vocab: Vocab | None = None):
@@ -47,7 +65,9 @@ def model_config(name: str, block: dict, vocab: Vocab | None = None):
     where = f"models.{name}"
     if not isinstance(block, dict) or "family" not in block:
         raise ConfigError(f"{where}: missing 'family'; choose one of {', '.join(FAMILIES)} or package.module:Class")
-    config_cls, _ = family_classes(f"{where}.family", block["family"])
+    family = block["family"]
+    config_cls = (own_model(f"{where}.family", family).config_class if own(family) else
+                  FAMILIES[choice(f"{where}.family", family, FAMILIES)].config)
     cfg = from_dict(config_cls, {k: v for k, v in block.items() if k != "family"}, where)
     cfg.validate(where)
     if vocab is not None and isinstance(cfg, ModelConfig):
@@ -58,5 +78,6 @@ def model_config(name: str, block: dict, vocab: Vocab | None = None):
 def build_model(name: str, block: dict, vocab: Vocab) -> Seq2Seq:
     """The model of a params block for these vocabularies."""
     cfg = model_config(name, block, vocab)
-    _, model_cls = family_classes(f"models.{name}.family", block["family"])
-    return model_cls(cfg, vocab)
+    family = block["family"]
+    build = own_model(f"models.{name}.family", family) if own(family) else loaded(FAMILIES[family].build)
+    return build(cfg, vocab)

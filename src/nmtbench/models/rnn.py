@@ -1,7 +1,8 @@
 """Recurrent encoder-decoder: vanilla RNN (Elman, tanh), GRU or LSTM, with or without attention.
 
 Everything for the forward pass of the recurrent family is in this file, as an encoder half and a decoder half
-that the family pairs and a hybrid (models/hybrid.py) pairs with another family's. Without attention the decoder
+that the family pairs and a hybrid (models/hybrid.py) pairs with another family's; its config, the keys each
+half reads and its entry in the family table are in models/rnn_config.py. Without attention the decoder
 sees the source only through the encoder's final state (Sutskever et al. 2014: the bottleneck); with
 attention it follows Luong et al. 2015: h_t = RNN(y_{t-1}[, a_{t-1}]), c_t = attend(h_t, encoder),
 a_t = tanh(W [h_t; c_t]), logits = E a_t, with the output projection E tied to the target embedding unless
@@ -14,64 +15,15 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from nmtbench.blocks import ConfigError, choice
-from nmtbench.models.attention import ATTENTION_KINDS, SCORERS, attend
+from nmtbench.models.attention import SCORERS, attend
 from nmtbench.models.dropout import dropout
-from nmtbench.models.family import Family, register
 from nmtbench.models.interface import DecoderState, SourceLengths
-from nmtbench.models.vocabulary import TIED_OUTPUT, ModelConfig, Vocab, VocabularySeq2Seq
+from nmtbench.models.rnn_config import RNNConfig
+from nmtbench.models.vocabulary import Vocab
+from nmtbench.models.vocabulary_layers import VocabularySeq2Seq
 
-CELLS = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
-# how the decoder starts: the recurrent encoder's final states (Sutskever et al. 2014), a learned bridge from the
-# mean of the encoder states (h_0 = tanh(W mean_s enc_s + b), as dl4mt and Nematus start; Bahdanau et al. 2015 from
-# the backward encoder's first state), or zeros, reading the source through attention alone
-INIT_HIDDEN = ("last", "bridge", "zero")
-
-
-class RNNConfig(ModelConfig):
-    cell: str = "lstm"
-    bidirectional: bool = True
-    layers: int = 1
-    embed_dim: int = 256
-    hidden_dim: int = 256  # decoder size; a bidirectional encoder gives each direction half of it
-    attention: str = "additive"
-    attention_rank: int = 64  # rank of W = U^T V for reduced_rank attention
-    input_feeding: bool = True  # feed a_{t-1} into the decoder RNN (Luong); forces a step-by-step loop
-    attentional_dim: int | None = None  # width of a_t, which the output layer reads; None: embed_dim
-    init_hidden: str | None = None  # the decoder's first state (INIT_HIDDEN); None: last after a recurrent encoder,
-    # zero after another family's (the start every checkpoint before the option was trained with)
-    dropout: float = 0.2
-    # the sites, JoeyNMT's and nmtpytorch's names beside: null drops at dropout, where the family always dropped
-    source_embedding_dropout: float | None = None  # JoeyNMT encoder.embeddings.dropout, nmtpytorch dropout_emb
-    target_embedding_dropout: float | None = None  # JoeyNMT decoder.embeddings.dropout (nmtpytorch drops none)
-    layer_dropout: float | None = None  # between stacked RNN layers, both halves (JoeyNMT and torch: dropout)
-    context_dropout: float = 0.0  # the encoder states the decoder attends to and starts from (nmtpytorch dropout_ctx)
-    output_dropout: float | None = None  # a_t before the output layer (nmtpytorch dropout_out)
-
-    def validate(self, where: str) -> None:
-        choice(f"{where}.cell", self.cell, CELLS)
-        choice(f"{where}.attention", self.attention, ATTENTION_KINDS)
-        if self.init_hidden is not None:
-            choice(f"{where}.init_hidden", self.init_hidden, INIT_HIDDEN)
-        if self.init_hidden == "zero" and self.attention == "none":
-            raise ConfigError(f"{where}.init_hidden: zero with attention none leaves the decoder no way to the source; "
-                              "choose last or bridge, or an attention")
-        if self.bidirectional and self.hidden_dim % 2:
-            raise ConfigError(f"{where}.hidden_dim: a bidirectional encoder needs an even size, got {self.hidden_dim}")
-        if min(self.layers, self.embed_dim, self.hidden_dim, self.attention_rank, self.attentional) < 1:
-            raise ConfigError(f"{where}: layers, embed_dim, hidden_dim, attention_rank and attentional_dim must be "
-                              "positive")
-        if self.attentional != self.embed_dim and self.tie_embeddings in (None, *TIED_OUTPUT):
-            raise ConfigError(f"{where}.attentional_dim: {self.attentional} is not embed_dim ({self.embed_dim}), but "
-                              f"tie_embeddings {self.tie_embeddings or 'unset'} makes the output layer the target "
-                              "embedding; set tie_embeddings: none or source_target, or attentional_dim: null")
-        choice(f"{where}.init", self.init, INITIALISATIONS)
-        self.check_dropout(where)
-
-    @property
-    def attentional(self) -> int:
-        """The width of a_t."""
-        return self.embed_dim if self.attentional_dim is None else self.attentional_dim
+# a new cell's name goes in rnn_config.CELLS too, which the config checks without torch
+CELL_LAYERS = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
 
 
 class RecurrentEncoder(VocabularySeq2Seq):
@@ -79,14 +31,7 @@ class RecurrentEncoder(VocabularySeq2Seq):
     attributes, named as the family always named them, so a whole RNNSeq2Seq keeps its checkpoint keys and a
     hybrid (models/hybrid.py) takes this half alone."""
 
-    # the keys of its config this half reads: all that a hybrid's encoder block may set
-    encoder_keys = ("cell", "bidirectional", "layers", "embed_dim", "hidden_dim",
-                    "source_embedding_dropout", "layer_dropout")
     packs_source = True
-
-    @staticmethod
-    def source_width(cfg: RNNConfig) -> int:
-        return cfg.embed_dim
 
     @staticmethod
     def memory_width(cfg: RNNConfig) -> int:
@@ -95,7 +40,7 @@ class RecurrentEncoder(VocabularySeq2Seq):
     def build_encoder(self, cfg: RNNConfig) -> None:
         self.encoder_cfg = cfg
         directions = 2 if cfg.bidirectional else 1
-        self.encoder = CELLS[cfg.cell](cfg.embed_dim, cfg.hidden_dim // directions, cfg.layers, batch_first=True,
+        self.encoder = CELL_LAYERS[cfg.cell](cfg.embed_dim, cfg.hidden_dim // directions, cfg.layers, batch_first=True,
                                        bidirectional=cfg.bidirectional, dropout=between_layers(cfg))
 
     def encode(self, src, src_mask, src_lengths: SourceLengths | None = None):
@@ -128,31 +73,8 @@ class RecurrentEncoder(VocabularySeq2Seq):
 
 class RecurrentDecoder(VocabularySeq2Seq):
     """The decoder half: an RNN over the target embeddings with Luong's attentional layer on top (see the module
-    docstring). It starts as init_hidden says (INIT_HIDDEN); by default from the encoder's final state where the
-    memory has one (a recurrent encoder of the same family), else from zeros."""
-
-    # the keys of its config this half reads: all that a hybrid's decoder block may set
-    decoder_keys = ("cell", "layers", "embed_dim", "hidden_dim", "attention", "attention_rank", "input_feeding",
-                    "attentional_dim", "init_hidden", "target_embedding_dropout", "layer_dropout",
-                    "context_dropout", "output_dropout")
-    # of those, how the half meets the encoder rather than what it is: two models whose decoders differ only here
-    # share the decoder half (a hybrid cannot start from a final state its encoder does not have)
-    joining_keys = ("init_hidden",)
-
-    @staticmethod
-    def check_after(cfg: RNNConfig, encoder: str, where: str) -> None:
-        if cfg.init_hidden == "last":
-            raise ConfigError(f"{where}.init_hidden: last takes a recurrent encoder's final state, which a {encoder} "
-                              "encoder does not have; choose bridge (learned from the mean of its states) or zero")
-        if cfg.attention == "none" and cfg.init_hidden != "bridge":
-            kinds = ", ".join(kind for kind in ATTENTION_KINDS if kind != "none")
-            raise ConfigError(f"{where}.attention: none leaves a recurrent decoder after a {encoder} encoder no way "
-                              "to the source (it starts from zeros, having no final state to take); choose one of "
-                              f"{kinds}, or init_hidden: bridge")
-
-    @staticmethod
-    def target_width(cfg: RNNConfig) -> int:
-        return cfg.embed_dim
+    docstring). It starts as init_hidden says (rnn_config.INIT_HIDDEN); by default from the encoder's final state
+    where the memory has one (a recurrent encoder of the same family), else from zeros."""
 
     @staticmethod
     def attended_width(cfg: RNNConfig) -> int:
@@ -165,7 +87,7 @@ class RecurrentDecoder(VocabularySeq2Seq):
     def build_decoder(self, cfg: RNNConfig) -> None:
         self.decoder_cfg = cfg
         feed = cfg.attentional if cfg.input_feeding else 0
-        self.decoder = CELLS[cfg.cell](cfg.embed_dim + feed, cfg.hidden_dim, cfg.layers, batch_first=True,
+        self.decoder = CELL_LAYERS[cfg.cell](cfg.embed_dim + feed, cfg.hidden_dim, cfg.layers, batch_first=True,
                                        dropout=between_layers(cfg))
         attended = cfg.hidden_dim
         if cfg.attention != "none":
@@ -206,7 +128,8 @@ class RecurrentDecoder(VocabularySeq2Seq):
         return self.logits(dropout(attentional, cfg.dropout_at("output"), self.training))  # (B, T, V)
 
     def initial_hidden(self, memory, src_mask):
-        """The decoder's first state (INIT_HIDDEN), batch first: (B, L, H), or an LSTM's (h, c) pair of those."""
+        """The decoder's first state (rnn_config.INIT_HIDDEN), batch first: (B, L, H), or an LSTM's (h, c) pair of
+        those."""
         cfg, enc = self.decoder_cfg, memory["enc"]  # enc (B, S, H)
         start = cfg.init_hidden or ("last" if "final" in memory else "zero")
         if start == "last":
@@ -277,8 +200,7 @@ def nmtpytorch_initialisation(model: nn.Module) -> None:
             nn.init.zeros_(module.bias)
 
 
-# how a recurrent model's weights are drawn (the model block's init): after PyTorch's draw
+# how a recurrent model's weights are drawn (the model block's init): after PyTorch's draw; a new draw's name goes in
+# rnn_config.INITS too
 INITIALISATIONS = {"pytorch": lambda model: None, "nmtpytorch": nmtpytorch_initialisation}
 
-
-FAMILY = register(Family("rnn", RNNConfig, RNNSeq2Seq, RecurrentEncoder, RecurrentDecoder, mechanism="recurrence"))

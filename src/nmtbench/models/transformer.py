@@ -3,7 +3,8 @@ sinusoidal, learned or relative (Shaw et al. 2018) positions, and full, Linforme
 self-attention (models/efficient_attention.py).
 
 Everything for the family's forward pass is in this file, as an encoder half and a decoder half that the family
-pairs and a hybrid (models/hybrid.py) pairs with another family's; the decoder-only model reuses its layers.
+pairs and a hybrid (models/hybrid.py) pairs with another family's; the decoder-only model reuses its layers. Its
+config, the keys each half reads and its entry in the family table are in models/transformer_config.py.
 Incremental decoding caches, per decoder layer, the self-attention keys and values of the target prefix
 and the cross-attention keys and values of the source, so a step costs O(t d) attention work instead of
 re-running the prefix.
@@ -20,67 +21,13 @@ import math
 import torch
 from torch import nn
 
-from nmtbench.blocks import ConfigError, choice
 from nmtbench.models.attention import scaled_dot_product
 from nmtbench.models.dropout import Dropout
 from nmtbench.models.efficient_attention import SparsePattern, check_length, length_projections, random_table
-from nmtbench.models.family import Family, register
 from nmtbench.models.interface import DecoderState, smallest
-from nmtbench.models.vocabulary import ModelConfig, Vocab, VocabularySeq2Seq
-
-NORMS = ("post", "pre")
-POSITIONS = ("sinusoidal", "learned", "relative")
-SELF_ATTENTION = ("full", "linformer", "sparse")
-SHARING = ("none", "headwise", "key_value", "layerwise")
-VARIANT_KEYS = {"linformer": ("linformer_k", "linformer_sharing"),
-                "sparse": ("window", "global_tokens", "random_blocks", "block_size", "decoder_window")}
-
-
-class TransformerConfig(ModelConfig):
-    norm: str = "post"
-    positions: str = "sinusoidal"
-    d_model: int = 256
-    heads: int = 4
-    layers: int = 3
-    d_ff: int = 1024
-    dropout: float = 0.1  # the embeddings and every residual branch (fairseq's --dropout)
-    attention_dropout: float | None = None  # the attention weights; null: dropout (fairseq's default is 0)
-    activation_dropout: float | None = None  # the feed-forward's hidden layer; null: dropout (fairseq's default is 0)
-    max_positions: int = 512  # size of the learned position table; sinusoids have no limit
-    relative_clip: int = 16  # relative positions: distances beyond +-clip share one embedding
-    self_attention: str = "full"  # the encoder's: full, linformer or sparse
-    linformer_k: int = 32  # linformer: rows the keys and values are projected to
-    linformer_sharing: str = "headwise"  # linformer: which heads and layers share E and F
-    window: int = 3  # sparse: keys each side of a query
-    global_tokens: int = 2  # sparse: first positions that attend to and are attended by all
-    random_blocks: int = 2  # sparse: random key blocks per query block
-    block_size: int = 3  # sparse: tokens per random block and per query block
-    decoder_window: int = 0  # sparse: earlier target tokens a decoder query sees; 0 = all
-
-    def validate(self, where: str) -> None:
-        choice(f"{where}.norm", self.norm, NORMS)
-        choice(f"{where}.positions", self.positions, POSITIONS)
-        choice(f"{where}.self_attention", self.self_attention, SELF_ATTENTION)
-        choice(f"{where}.linformer_sharing", self.linformer_sharing, SHARING)
-        choice(f"{where}.init", self.init, INITIALISATIONS)
-        for variant, keys in VARIANT_KEYS.items():
-            for key in sorted(set(keys) & self.model_fields_set):
-                if self.self_attention != variant:
-                    raise ConfigError(f"{where}.{key}: only read when self_attention is {variant}; "
-                                      f"remove it or set self_attention: {variant}")
-        if self.self_attention != "full" and self.positions == "relative":
-            raise ConfigError(f"{where}.positions: relative positions need self_attention full; "
-                              "use sinusoidal or learned positions with linformer or sparse")
-        if min(self.linformer_k, self.block_size) < 1 or min(self.window, self.global_tokens, self.random_blocks,
-                                                             self.decoder_window) < 0:
-            raise ConfigError(f"{where}: linformer_k and block_size must be positive, window, global_tokens, "
-                              "random_blocks and decoder_window zero or more")
-        if self.d_model % self.heads:
-            raise ConfigError(f"{where}: d_model ({self.d_model}) must be divisible by heads ({self.heads})")
-        if min(self.d_model, self.heads, self.layers, self.d_ff, self.max_positions, self.relative_clip) < 1:
-            raise ConfigError(f"{where}: d_model, heads, layers, d_ff, max_positions and relative_clip "
-                              "must be positive")
-        self.check_dropout(where)
+from nmtbench.models.transformer_config import TransformerConfig
+from nmtbench.models.vocabulary import Vocab
+from nmtbench.models.vocabulary_layers import VocabularySeq2Seq
 
 
 def sinusoids(positions: torch.Tensor, d: int) -> torch.Tensor:
@@ -248,15 +195,6 @@ class TransformerEncoder(TransformerPart):
     model's own attributes, named as the family always named them, so a whole TransformerSeq2Seq keeps its
     checkpoint keys and a hybrid (models/hybrid.py) takes this half alone."""
 
-    # the keys of its config this half reads: all that a hybrid's encoder block may set
-    encoder_keys = ("norm", "positions", "d_model", "heads", "layers", "d_ff", "max_positions", "relative_clip",
-                    "attention_dropout", "activation_dropout", "self_attention", "linformer_k", "linformer_sharing",
-                    "window", "global_tokens", "random_blocks", "block_size")
-
-    @staticmethod
-    def source_width(cfg: TransformerConfig) -> int:
-        return cfg.d_model
-
     @staticmethod
     def memory_width(cfg: TransformerConfig) -> int:
         return cfg.d_model
@@ -295,14 +233,6 @@ class TransformerEncoder(TransformerPart):
 
 class TransformerDecoder(TransformerPart):
     """The decoder half: causal self-attention, attention to the encoder's states, feed-forward, per layer."""
-
-    # the keys of its config this half reads: all that a hybrid's decoder block may set
-    decoder_keys = ("norm", "positions", "d_model", "heads", "layers", "d_ff", "max_positions", "relative_clip",
-                    "attention_dropout", "activation_dropout")
-
-    @staticmethod
-    def target_width(cfg: TransformerConfig) -> int:
-        return cfg.d_model
 
     @staticmethod
     def attended_width(cfg: TransformerConfig) -> int:
@@ -402,9 +332,7 @@ def fairseq_initialisation(model: nn.Module) -> None:
             table.weight[model.pad_id] = 0
 
 
-# how a Transformer's weights are drawn (the model block's init): after PyTorch's draw and the family's own
+# how a Transformer's weights are drawn (the model block's init): after PyTorch's draw and the family's own; a new
+# draw's name goes in transformer_config.INITS too
 INITIALISATIONS = {"pytorch": lambda model: None, "fairseq": fairseq_initialisation}
 
-
-FAMILY = register(Family("transformer", TransformerConfig, TransformerSeq2Seq, TransformerEncoder, TransformerDecoder,
-                         mechanism="self-attention", embeddings="scaled"))

@@ -1,5 +1,5 @@
-"""The vocabulary layers of every built-in family: source embedding, target embedding and output projection,
-sized by the vocabularies the tokenize stage made and tied as the model block's `tie_embeddings` says.
+"""The vocabularies a model is built for and the tying of its vocabulary layers (source embedding, target
+embedding, output projection), as the model block's `tie_embeddings` says:
 
     all            one matrix: source embedding = target embedding = output projection (one joint vocabulary)
     source_target  source embedding = target embedding, the output projection its own (one joint vocabulary)
@@ -8,19 +8,17 @@ sized by the vocabularies the tokenize stage made and tied as the model block's 
     null           the most the vocabularies allow: all with one joint vocabulary, target_output with one per side
 
 The registry (`model_config`, `build_model`) resolves null for the vocabularies and refuses a tying they cannot
-take (`tying`), so a family only builds what its config says, through `VocabularySeq2Seq`.
+take (`tying`), so a family only builds what its config says, through `VocabularySeq2Seq`
+(models/vocabulary_layers.py). Nothing here imports torch: `nmtbench check` and the comparison read model blocks
+without it.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
 
-import torch
-from torch import nn
-
 from nmtbench.blocks import Block, ConfigError
 from nmtbench.config import TokenizeConfig
-from nmtbench.models.interface import Seq2Seq
 
 SHARED_EMBEDDING = ("all", "source_target")  # the source embedding is the target's: one joint vocabulary only
 TIED_OUTPUT = ("all", "target_output")  # the output projection is the target embedding
@@ -59,6 +57,10 @@ class ModelConfig(Block):
     # as the toolkit of that name does for the family (its file's INITIALISATIONS)
     init: str = "pytorch"
 
+    def check_after(self, encoder: str, where: str) -> None:
+        """Refuses, in one line, a decoder half's config that cannot follow another family's encoder half (a hybrid's
+        memory is the encoder's states alone); each family's decoder states its own rules, most have none."""
+
     def dropout_at(self, site: str) -> float:
         """The rate at one dropout site: its own `<site>_dropout`, or the model's dropout where that is unset."""
         rate = getattr(self, f"{site}_dropout")
@@ -80,54 +82,3 @@ def tying(cfg: ModelConfig, vocab: Vocab, where: str) -> str:
                           "which needs one joint vocabulary, but the tokenize stage makes one per side "
                           "(tokenize.joint: false); set tie_embeddings: target_output or none, or tokenize.joint: true")
     return tie
-
-
-class VocabularySeq2Seq(Seq2Seq):
-    """A Seq2Seq whose vocabulary layers follow cfg.tie_embeddings: `embed` reads the source (and the target too
-    when the two share it), `target_embed` the target otherwise, and `output` projects onto the target vocabulary.
-
-    A family builds the embeddings first and the output layer last, the order they were always built in: a model
-    tied as before tie_embeddings existed draws the same initial weights and keeps its checkpoint keys.
-    """
-
-    @staticmethod
-    def check_after(cfg, encoder: str, where: str) -> None:
-        """Refuses, in one line, a decoder half's config that cannot follow another family's encoder half (a hybrid's
-        memory is the encoder's states alone); each decoder half states its own rules, most have none."""
-
-    def build_embeddings(self, vocab: Vocab, dim: int, tie: str, target_dim: int | None = None) -> None:
-        """The source embedding of width dim and, unless tied to it, the target's of width target_dim (a hybrid's
-        decoder may read narrower or wider embeddings than its encoder; None: dim)."""
-        self.pad_id, self.tie = vocab.pad_id, tie
-        self.embed = nn.Embedding(vocab.source, dim, padding_idx=vocab.pad_id)
-        if tie not in SHARED_EMBEDDING:
-            self.target_embed = nn.Embedding(vocab.target, target_dim or dim, padding_idx=vocab.pad_id)
-
-    def build_output(self, vocab: Vocab, dim: int) -> None:
-        """The projection of dim-wide decoder outputs onto the target vocabulary."""
-        self.output = nn.Linear(dim, vocab.target, bias=False)
-        if self.tie in TIED_OUTPUT:
-            self.output.weight = self.target_table().weight
-
-    def logits(self, x: torch.Tensor) -> torch.Tensor:
-        """Decoder outputs (..., dim) -> scores over the target vocabulary (..., V)."""
-        return self.output(x)
-
-    def target_table(self) -> nn.Embedding:
-        return self.embed if self.tie in SHARED_EMBEDDING else self.target_embed
-
-    def embed_source(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self.embed(tokens)
-
-    def embed_target(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self.target_table()(tokens)
-
-    def initialise(self) -> None:
-        """What a model draws once all its layers exist; by default nothing, PyTorch's initialisation stands. A
-        Transformer half redraws the vocabulary matrices, a sparse encoder its random blocks (models/transformer.py),
-        after every layer as the family always did, so a seed gives the same weights."""
-
-    def vocabulary_weights(self) -> list[nn.Parameter]:
-        """Each distinct matrix of the vocabulary layers once, for a family that initialises them its own way."""
-        weights = [self.embed.weight, self.target_table().weight, self.output.weight]
-        return list({id(weight): weight for weight in weights}.values())

@@ -28,12 +28,13 @@ import yaml
 
 from nmtbench.config import ConfigError, KnobConfig, Params, TuneConfig
 from nmtbench.files import write_json, write_text
+from nmtbench.models.registry import FAMILIES, model_config
 from nmtbench.progress import progress_bar
 from nmtbench.run_paths import TUNING, tuned_file
 
-# Optuna, SQLAlchemy, the model registry (torch), the vocabularies' readers (datasets, torch) and training (Lightning)
-# are imported in the functions that search or check a search: a tune stage with tune.trials 0 writes its file
-# without any of them, which would be most of its time.
+# Optuna, SQLAlchemy, the vocabularies' readers (datasets, torch) and training (Lightning) are imported in the
+# functions that search: a tune stage with tune.trials 0 writes its file without any of them, which would be most
+# of its time.
 if TYPE_CHECKING:
     import optuna
 
@@ -45,8 +46,6 @@ SHARED_KNOBS = ("lr", "warmup_steps", "label_smoothing", "dropout")  # what ever
 
 def search_space(params: Params, model: str) -> dict[str, tuple[str, KnobConfig, object]]:
     """name -> (train or model, its range, params.yaml's value) for the family of `model`, each name checked."""
-    from nmtbench.models.registry import FAMILIES, model_config
-
     block = params.model_block(model)
     cfg, family = model_config(model, block), block["family"]
     for named in params.tune.space:  # a built-in family's name, or an own model's package.module:Class
