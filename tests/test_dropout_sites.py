@@ -2,10 +2,10 @@
 import pytest
 import torch
 
-from nmtbench.blocks import ConfigError
 from nmtbench.models import attention, cnn, dropout, efficient_attention, rnn
 from nmtbench.models.registry import build_model
 from nmtbench.models.vocabulary import Vocab
+from nmtbench.param_blocks import ConfigError
 
 B, S, T = 2, 5, 4
 TRANSFORMER = {"family": "transformer", "d_model": 8, "heads": 2, "layers": 1, "d_ff": 12}

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nmtbench.blocks import ConfigError
 from nmtbench.cli import main
 from nmtbench.config import LaunchConfig
 from nmtbench.launch import launch
 from nmtbench.launch.dvcfile import Pipeline, expand
+from nmtbench.param_blocks import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 # a fans out to b@1 and b@2 (each keeping a persistent folder), which c joins

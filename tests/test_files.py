@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from nmtbench.blocks import ConfigError
 from nmtbench.files import atomic_dir, read_yaml, write_json
+from nmtbench.param_blocks import ConfigError
 
 
 def test_write_json_replaces_atomically(tmp_path, monkeypatch):

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from nmtbench import cli
-from nmtbench.blocks import ConfigError
 from nmtbench.gpu import page as gpu_page
 from nmtbench.gpu import returned_calls
+from nmtbench.param_blocks import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 REHEARSAL = ROOT / "tests" / "fixtures" / "gpu_rehearsal"

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nmtbench.blocks import ConfigError
 from nmtbench.config import parse_params
 from nmtbench.gpu import timed_grid
 from nmtbench.gpu.probe import choose_jobs
+from nmtbench.param_blocks import ConfigError
 from nmtbench.profiles import merged_params
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,9 +6,9 @@ import math
 import pytest
 import torch
 
-from nmtbench.blocks import ConfigError
 from nmtbench.models.registry import build_model
 from nmtbench.models.vocabulary import Vocab
+from nmtbench.param_blocks import ConfigError
 
 TRANSFORMER = {"family": "transformer", "d_model": 64, "heads": 4, "layers": 2, "d_ff": 256, "tie_embeddings": "all"}
 RNN = {"family": "rnn", "cell": "gru", "embed_dim": 64, "hidden_dim": 128, "attention": "additive",

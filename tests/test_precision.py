@@ -4,7 +4,7 @@ import torch
 from lightning.pytorch.plugins.precision import MixedPrecision, Precision
 
 from helpers.models import make_tiny_model
-from nmtbench.blocks import ConfigError
+from nmtbench.param_blocks import ConfigError
 from nmtbench.training.precision import (
     BF16Autocast,
     Hardware,

@@ -11,12 +11,12 @@ import pytest
 import yaml
 
 from helpers.project import ROOT, pipeline_env
-from nmtbench.blocks import ConfigError
 from nmtbench.cli import main
 from nmtbench.config import parse_params
 from nmtbench.files import read_yaml
 from nmtbench.models.registry import build_model
 from nmtbench.models.vocabulary import Vocab
+from nmtbench.param_blocks import ConfigError
 from nmtbench.profiles import apply_profile, merge, merged_params
 
 PIPELINE_TARGETS = ["help", "setup", "repro", "converge", "tune", "report", "exp", "exp-show", "claims"]

@@ -1,7 +1,7 @@
 """Typed views of params.yaml: one Block per stage's block, and the checks across blocks. Reading the file is
 nmtbench.files' (read_yaml), merging profiles onto it nmtbench.profiles'.
 
-Every block is a nmtbench.blocks.Block, validated with one-line errors that name the key and the fix; the model
+Every block is a nmtbench.param_blocks.Block, validated with one-line errors that name the key and the fix; the model
 families' configs (nmtbench.models) are Blocks too, and the registry validates each models.<name> block.
 """
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from nmtbench.blocks import Block, ConfigError, choice, distinct, from_dict, holds
 from nmtbench.files import read_yaml
 from nmtbench.multi30k import MULTI30K_LANGUAGES, MULTI30K_SPLITS, file_name, load_checksums
+from nmtbench.param_blocks import Block, ConfigError, choice, distinct, from_dict, holds
 
 
 class SourceConfig(Block):

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from nmtbench.blocks import ConfigError
+from nmtbench.param_blocks import ConfigError
 
 
 def temp_prefix(final: Path) -> str:

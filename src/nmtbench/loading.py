@@ -12,11 +12,11 @@ from pathlib import Path
 
 import torch
 
-from nmtbench.blocks import ConfigError
 from nmtbench.data.tokenizer import Tokenizer, vocab_id
 from nmtbench.models.interface import Seq2Seq
 from nmtbench.models.registry import build_model
 from nmtbench.models.vocabulary import Vocab
+from nmtbench.param_blocks import ConfigError
 
 
 class CheckpointError(ValueError):

@@ -21,10 +21,10 @@ from typing import Any
 
 import yaml
 
-from nmtbench.blocks import ConfigError
 from nmtbench.config import parse_params
 from nmtbench.files import read_yaml, write_bytes, write_text
 from nmtbench.models.registry import model_config
+from nmtbench.param_blocks import ConfigError
 
 PIPELINE_TARGETS = Path("tools") / "pipeline.mk"
 # what nmtbench workspace last wrote there: each file's sha256, so a refresh replaces only those files unchanged since

@@ -22,9 +22,9 @@ from pathlib import Path
 import yaml
 
 from nmtbench import figures
-from nmtbench.blocks import ConfigError
 from nmtbench.evaluation.quality_vs_compute import FLIP_DEFINITION, ranking_flip, swap_text
 from nmtbench.gpu.returned_calls import Part, ReturnedRun, first, grid_summary, machine, part_runs, read_returned
+from nmtbench.param_blocks import ConfigError
 from nmtbench.tables import Table, dash
 
 LOG_LINES = 4  # the last lines of a failed stage's log shown on the page

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import yaml
 
-from nmtbench.blocks import ConfigError
 from nmtbench.evaluation.quality_vs_compute import flops_curve
+from nmtbench.param_blocks import ConfigError
 from nmtbench.provenance import code_text
 from nmtbench.run_paths import RunPaths
 

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import yaml
 
-from nmtbench.blocks import ConfigError
 from nmtbench.config import LaunchConfig, parse_params
 from nmtbench.files import read_json, read_yaml, write_text
 from nmtbench.launch.jobs import importable
 from nmtbench.launch.scheduler import launch
+from nmtbench.param_blocks import ConfigError
 from nmtbench.profiles import PlainDumper, make_workspace, merged_params
 
 # the allowances of a GPU machine of 16 cores (--startup-seconds, --evaluate-seconds): starting Python, torch and

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
 
-from nmtbench.blocks import ConfigError
 from nmtbench.files import read_yaml, remove, temp_prefix, write_text
+from nmtbench.param_blocks import ConfigError
 
 REFERENCE = re.compile(r"\$\{\s*([\w.-]+)\s*\}")
 # the stages whose old outputs were put back after they failed on the new outputs of a stage they wait for: out of

@@ -11,8 +11,8 @@ import networkx as nx
 from dvc.exceptions import DvcException
 from dvc.repo import Repo
 
-from nmtbench.blocks import ConfigError
 from nmtbench.launch.dvcfile import Stage, command
+from nmtbench.param_blocks import ConfigError
 
 
 class DvcPipeline:

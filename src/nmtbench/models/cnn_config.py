@@ -4,9 +4,9 @@ comparison read model blocks without it.
 """
 from __future__ import annotations
 
-from nmtbench.blocks import ConfigError, choice
 from nmtbench.models.family import Family, register
 from nmtbench.models.vocabulary import ModelConfig
+from nmtbench.param_blocks import ConfigError, choice
 
 INITS = ("pytorch", "fairseq")  # how its weights are drawn (the model block's init): models/cnn.py draws each
 

@@ -3,9 +3,9 @@ models/decoder_only.py. Nothing here imports torch: `nmtbench check` and the com
 """
 from __future__ import annotations
 
-from nmtbench.blocks import choice
 from nmtbench.models.family import Family, register
 from nmtbench.models.transformer_config import TransformerConfig
+from nmtbench.param_blocks import choice
 
 POSITIONS = ("sinusoidal", "learned")  # relative distances are not implemented for one mixed stream
 

@@ -20,7 +20,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Literal
 
-from nmtbench.blocks import Block
+from nmtbench.param_blocks import Block
 
 # the mechanisms the verdict contrasts, a half's or a whole model's; self-attention first, the question's subject
 MECHANISMS = ("self-attention", "recurrence", "convolution")

@@ -6,9 +6,9 @@ here imports torch: `nmtbench check` and the comparison read model blocks withou
 """
 from __future__ import annotations
 
-from nmtbench.blocks import Block, ConfigError, choice, from_dict
 from nmtbench.models.family import TABLE, Family, register, with_halves
 from nmtbench.models.vocabulary import SHARED_EMBEDDING, ModelConfig
+from nmtbench.param_blocks import Block, ConfigError, choice, from_dict
 
 WHOLE = ("tie_embeddings", "dropout")  # the hybrid's own keys, not a half's
 EXAMPLES = {"encoder": "{family: transformer, layers: 6}", "decoder": "{family: rnn, cell: lstm, attention: general}"}

@@ -15,7 +15,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from nmtbench.blocks import Block, ConfigError, choice, from_dict
 from nmtbench.models import (  # noqa: F401  each registers its family
     cnn_config,
     decoder_only_config,
@@ -26,6 +25,7 @@ from nmtbench.models import (  # noqa: F401  each registers its family
 from nmtbench.models.family import TABLE as FAMILIES
 from nmtbench.models.family import loaded
 from nmtbench.models.vocabulary import ModelConfig, Vocab, tying
+from nmtbench.param_blocks import Block, ConfigError, choice, from_dict
 
 if TYPE_CHECKING:
     from nmtbench.models.interface import Seq2Seq

@@ -3,9 +3,9 @@ are in models/rnn.py. Nothing here imports torch: `nmtbench check` and the compa
 """
 from __future__ import annotations
 
-from nmtbench.blocks import ConfigError, choice
 from nmtbench.models.family import Family, register
 from nmtbench.models.vocabulary import TIED_OUTPUT, ModelConfig
+from nmtbench.param_blocks import ConfigError, choice
 
 CELLS = ("rnn", "gru", "lstm")  # Elman (tanh), GRU, LSTM
 ATTENTION_KINDS = ("none", "dot", "general", "reduced_rank", "additive")  # models/attention.py's scorers, or none

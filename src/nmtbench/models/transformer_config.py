@@ -4,9 +4,9 @@ Nothing here imports torch: `nmtbench check` and the comparison read model block
 """
 from __future__ import annotations
 
-from nmtbench.blocks import ConfigError, choice
 from nmtbench.models.family import Family, register
 from nmtbench.models.vocabulary import ModelConfig
+from nmtbench.param_blocks import ConfigError, choice
 
 NORMS = ("post", "pre")
 POSITIONS = ("sinusoidal", "learned", "relative")

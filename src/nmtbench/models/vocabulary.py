@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from nmtbench.blocks import Block, ConfigError
 from nmtbench.config import TokenizeConfig
+from nmtbench.param_blocks import Block, ConfigError
 
 SHARED_EMBEDDING = ("all", "source_target")  # the source embedding is the target's: one joint vocabulary only
 TIED_OUTPUT = ("all", "target_output")  # the output projection is the target embedding

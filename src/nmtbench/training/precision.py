@@ -17,7 +17,7 @@ import torch
 from lightning.pytorch.plugins.precision import MixedPrecision, Precision
 from lightning.pytorch.utilities import GradClipAlgorithmType
 
-from nmtbench.blocks import ConfigError
+from nmtbench.param_blocks import ConfigError
 
 BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 CPUINFO = Path("/proc/cpuinfo")
