@@ -37,7 +37,7 @@ STAGES = {
     "train": ["nmtbench.cli", "nmtbench.training.train", "nmtbench.training.tuning"],
     "evaluate": ["nmtbench.cli", "nmtbench.evaluation.evaluate", "nmtbench.training.tuning"],
     "translate": ["nmtbench.cli", "nmtbench.decoding.translator", "nmtbench.loading", "nmtbench.progress"],
-    "compare": ["nmtbench.cli", "nmtbench.data.tokenizer", "nmtbench.evaluation.compare",
+    "compare": ["nmtbench.cli", "nmtbench.data.tokenized", "nmtbench.evaluation.compare",
                 "nmtbench.evaluation.headline"],
     "analyze": ["nmtbench.cli", "nmtbench.analysis.analyze"],
     "beam_sweep": ["nmtbench.cli", "nmtbench.evaluation.beam_sweep"],
@@ -45,7 +45,7 @@ STAGES = {
     "torch alone": ["torch"],
     "torch and Lightning": ["torch", "lightning"],
 }
-WATCHED = {"torch": "torch", "Lightning": "lightning", "_dynamo": "torch._dynamo"}
+WATCHED = {"torch": "torch", "Lightning": "lightning", "_dynamo": "torch._dynamo", "datasets": "datasets"}
 CHILD = "import importlib, json, sys\n{imports}print(json.dumps([m in sys.modules for m in {watched!r}]))"
 
 

@@ -41,7 +41,8 @@ import yaml
 
 from nmtbench.config import TrainConfig, load_params
 from nmtbench.data.batching import PairDataset, TokenBatchSampler
-from nmtbench.data.tokenizer import PAD, load_tokenized
+from nmtbench.data.subwords import PAD
+from nmtbench.data.tokenizer import load_tokenized
 from nmtbench.models.flops import training_step_flops
 from nmtbench.training.allocator import reuse_freed_memory
 from nmtbench.training.module import TranslationModule, adam

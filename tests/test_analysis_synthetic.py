@@ -15,7 +15,7 @@ from nmtbench.analysis.synthetic import (
     train_pairs,
 )
 from nmtbench.config import ANALYZE_ROLES, AnalyzeConfig
-from nmtbench.data.tokenizer import EOS
+from nmtbench.data.subwords import EOS
 
 MODELS = {"t": {"family": "transformer", "d_model": 8, "heads": 2, "layers": 1, "d_ff": 16}}
 ROLES = dict.fromkeys(ANALYZE_ROLES, "t")

@@ -12,7 +12,7 @@ from nmtbench.data.batching import (
     pack_longer_side,
     random_floats,
 )
-from nmtbench.data.tokenizer import BOS, EOS, PAD
+from nmtbench.data.subwords import BOS, EOS, PAD
 
 SRC_LENS = [3, 9, 1, 4, 4, 12, 2, 7, 5, 30]
 TGT_LENS = [2, 8, 2, 5, 3, 10, 1, 6, 6, 28]

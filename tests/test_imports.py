@@ -2,8 +2,9 @@
 and torch._dynamo (which Lightning pulls in) take seconds to import, paid by every stage that loads them. So a stage
 that neither trains nor decodes loads none of them (the comparison and `nmtbench check` read every model block, and
 build none), a stage that decodes loads no Lightning, and only training loads Lightning (docs/pipeline.md, "What a
-stage imports"). Each stage runs in a child process of the trained tiny project, which then names the libraries it
-holds."""
+stage imports"). Hugging Face `datasets` (pandas under it) takes seconds too: only the stages that write the dataset
+(prepare, tokenize) and training load it; the rest read test sets with pyarrow (data/tokenized.py). Each stage
+runs in a child process of the trained tiny project, which then names the libraries it holds."""
 from __future__ import annotations
 
 import json
@@ -17,9 +18,10 @@ from helpers.project import ROOT, pipeline_env
 from nmtbench.cli import main
 from nmtbench.models.registry import FAMILIES
 
-WATCHED = ("torch", "lightning", "torch._dynamo")
+WATCHED = ("torch", "lightning", "torch._dynamo", "datasets")
 NONE_OF_THEM = WATCHED
-NO_LIGHTNING = ("lightning", "torch._dynamo")
+NO_TORCH = ("torch", "lightning", "torch._dynamo")  # the data stages, which write with datasets
+NO_LIGHTNING = ("lightning", "torch._dynamo", "datasets")
 
 # the command's output goes to standard error; the last line of standard output is its exit code and what it loaded
 RUN_STAGE = f"""
@@ -50,8 +52,8 @@ def loaded(code: str, *args: str) -> list[str]:
 
 @pytest.mark.parametrize(("modules", "absent"), [
     (["nmtbench.cli"], NONE_OF_THEM),  # every command's start: nmtbench --help, --version
-    (["nmtbench.data.prepare"], NONE_OF_THEM),
-    (["nmtbench.data.tokenizer"], NONE_OF_THEM),
+    (["nmtbench.data.prepare"], NO_TORCH),
+    (["nmtbench.data.tokenizer"], NO_TORCH),
     (["nmtbench.evaluation.report"], NONE_OF_THEM),
     (["nmtbench.training.tuning"], NONE_OF_THEM),  # what train and evaluate import to read tuned/<model>.yaml too
     (["nmtbench.models.registry", "nmtbench.models.hybrid_config"], NONE_OF_THEM),  # every family's config

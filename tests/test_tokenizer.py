@@ -11,17 +11,8 @@ from nmtbench.config import DataConfig, TokenizeConfig, parse_params
 from nmtbench.data import tokenizer as tokenizer_module
 from nmtbench.data.prepare import load_prepared, prepare
 from nmtbench.data.sources import DataError
-from nmtbench.data.tokenizer import (
-    BOS,
-    EOS,
-    PAD,
-    UNK,
-    Tokenizer,
-    load_tokenized,
-    tokenize,
-    training_sentences,
-    vocab_id,
-)
+from nmtbench.data.subwords import BOS, EOS, PAD, UNK, Tokenizer, vocab_id
+from nmtbench.data.tokenizer import load_tokenized, tokenize, training_sentences
 
 TINY = TokenizeConfig(vocab_size=305)  # the tiny train split needs at least 301 pieces and yields at most 307
 # one model per side: the tiny sources need 287 to 354 pieces, the targets 288 to 368

@@ -31,7 +31,8 @@ from nmtbench.config import ConfigError, DataConfig, ReportConfig, TokenizeConfi
 from nmtbench.data.batching import TokenBatchSampler
 from nmtbench.data.datamodule import TranslationData
 from nmtbench.data.prepare import prepare
-from nmtbench.data.tokenizer import Tokenizer, load_tokenized, tokenize, vocab_id
+from nmtbench.data.subwords import Tokenizer, vocab_id
+from nmtbench.data.tokenizer import load_tokenized, tokenize
 from nmtbench.decoding.translator import Translator
 from nmtbench.evaluation.beam_sweep import beam_sweep
 from nmtbench.evaluation.evaluate import evaluate, one_line

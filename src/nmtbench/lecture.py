@@ -23,7 +23,8 @@ from sacrebleu.metrics import BLEU
 
 from nmtbench import figures
 from nmtbench.config import ConfigError, Params, load_params
-from nmtbench.data.tokenizer import BOS, EOS, PAD, load_tokenized
+from nmtbench.data.subwords import BOS, EOS, PAD
+from nmtbench.data.tokenizer import load_tokenized
 from nmtbench.decoding.search import BeamStep, beam_search, greedy
 from nmtbench.decoding.translator import Translator
 from nmtbench.experiments import columns_of, dvc_exp_show, scores_of

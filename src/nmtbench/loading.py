@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from nmtbench.data.tokenizer import Tokenizer, vocab_id
+from nmtbench.data.subwords import Tokenizer, vocab_id
 from nmtbench.models.interface import Seq2Seq
 from nmtbench.models.registry import build_model
 from nmtbench.models.vocabulary import Vocab
@@ -60,7 +60,7 @@ def at_added_default(key: str, value) -> bool:
 
 
 def run_description(block: dict, train: dict, vocab: str, seed: int, earlier: str | None = None) -> dict:
-    """Everything that decides a run's result (vocab: tokenizer.vocab_id of the vocabularies), which its fingerprint
+    """Everything that decides a run's result (vocab: subwords.vocab_id of the vocabularies), which its fingerprint
     hashes (training.checkpoints.run_fingerprint). The epoch ceiling and the budget (time or FLOPs) decide only where
     a run ends, unless a cosine schedule stretches over the ceiling, so they are left out: a run that reached its
     max_epochs or its budget before early stopping continues when that is raised. earlier: one of

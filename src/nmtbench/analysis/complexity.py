@@ -21,7 +21,7 @@ from torch.utils.weak import WeakTensorKeyDictionary
 
 from nmtbench.analysis.sizing import build_at_width
 from nmtbench.config import AnalyzeConfig
-from nmtbench.data.tokenizer import BOS, PAD
+from nmtbench.data.subwords import BOS, PAD
 from nmtbench.models.efficient_attention import LengthProjection
 from nmtbench.models.flops import training_step_flops
 from nmtbench.models.interface import Seq2Seq

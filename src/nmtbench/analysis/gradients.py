@@ -16,7 +16,8 @@ from nmtbench.analysis.fitting import train_probe
 from nmtbench.analysis.sizing import at_width
 from nmtbench.config import AnalyzeConfig
 from nmtbench.data.datamodule import TranslationData
-from nmtbench.data.tokenizer import BOS, load_tokenized
+from nmtbench.data.subwords import BOS
+from nmtbench.data.tokenizer import load_tokenized
 from nmtbench.loading import model_vocab, read_vocab
 from nmtbench.models.interface import Seq2Seq
 from nmtbench.models.registry import build_model

@@ -20,7 +20,7 @@ from nmtbench.analysis.fitting import train_probe
 from nmtbench.analysis.sizing import at_width
 from nmtbench.config import AnalyzeConfig
 from nmtbench.data.batching import PairDataset, TokenBatchSampler, batch_loader, pad
-from nmtbench.data.tokenizer import BOS, EOS, PAD
+from nmtbench.data.subwords import BOS, EOS, PAD
 from nmtbench.decoding.search import greedy
 
 FIRST_SYMBOL = EOS + 1

@@ -48,12 +48,12 @@ def _evaluate(args):
 
 
 def _compare(args):
-    from nmtbench.data.tokenizer import load_tokenized
+    from nmtbench.data.tokenized import TokenizedSplits
     from nmtbench.evaluation.compare import compare
     from nmtbench.evaluation.headline import log_experiment
 
     params = load_params(args.params)
-    comparison = compare(list(params.models), params.seeds, params.compare, load_tokenized(), blocks=params.models,
+    comparison = compare(list(params.models), params.seeds, params.compare, TokenizedSplits(), blocks=params.models,
                          budget=params.train.budget, lang=params.data.tgt_lang, tokenized=params.data.tokenized)
     log_experiment(params.wandb, comparison)
     print((RESULTS / "comparison.md").read_text())

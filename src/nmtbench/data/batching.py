@@ -3,14 +3,17 @@ time and padded for teacher forcing."""
 from __future__ import annotations
 
 import random
+from typing import TYPE_CHECKING
 
-import datasets
 import numpy as np
 import pyarrow.compute as pc
 import torch
 from torch.utils.data import DataLoader, Sampler
 
-from nmtbench.data.tokenizer import BOS, EOS, PAD
+from nmtbench.data.subwords import BOS, EOS, PAD
+
+if TYPE_CHECKING:  # decoding imports this module for pad(), and `datasets` takes seconds to import
+    import datasets
 
 
 def pad(sequences: list[list[int]]) -> torch.Tensor:
@@ -48,6 +51,8 @@ class PairDataset(torch.utils.data.Dataset):
     @classmethod
     def from_lists(cls, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> PairDataset:
         """Pairs held in memory (the analysis stage's synthetic tasks)."""
+        import datasets
+
         ids = datasets.List(datasets.Value("int32"))
         return cls(datasets.Dataset.from_dict({"src_ids": src_ids, "tgt_ids": tgt_ids},
                                               features=datasets.Features({"src_ids": ids, "tgt_ids": ids})))

@@ -12,7 +12,7 @@ import torch
 
 from nmtbench.config import DecodeConfig
 from nmtbench.data.batching import pad
-from nmtbench.data.tokenizer import BOS, EOS, PAD, Tokenizer, model_files
+from nmtbench.data.subwords import BOS, EOS, PAD, Tokenizer, model_files
 from nmtbench.decoding.search import Hypothesis, beam_search, max_lengths
 from nmtbench.loading import CheckpointError, load_model, resolve_device
 from nmtbench.models.interface import Seq2Seq

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from nmtbench import figures
 from nmtbench.config import ConfigError, Params
-from nmtbench.data.tokenizer import Tokenizer, load_tokenized
+from nmtbench.data.subwords import Tokenizer
+from nmtbench.data.tokenized import TokenizedSplits
 from nmtbench.decoding.translator import Translator
 from nmtbench.evaluation.rendering import sweep_table
 from nmtbench.evaluation.scoring import score
@@ -26,7 +27,7 @@ def beam_sweep(params: Params, tokenized_dir: Path = Path("data/tokenized"), out
     model = load_model(RunPaths(cfg.model, cfg.seed).checkpoint, tokenizer,
                        resolve_device(params.evaluate.device, "evaluate.device"))
     split_name = cfg.split or params.data.eval_splits[0]
-    split = load_tokenized(tokenized_dir)[split_name]
+    split = TokenizedSplits(tokenized_dir)[split_name]
     n = min(cfg.max_sentences or len(split), len(split))  # a split shorter than max_sentences: all of it
     sources, references = split["src_ids"][:n], split["tgt"][:n]
     rows = []

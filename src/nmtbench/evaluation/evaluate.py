@@ -12,7 +12,8 @@ from pathlib import Path
 import torch
 
 from nmtbench.config import ConfigError, Params
-from nmtbench.data.tokenizer import BOS, EOS, PAD, Tokenizer, load_tokenized
+from nmtbench.data.subwords import BOS, EOS, PAD, Tokenizer
+from nmtbench.data.tokenized import TokenizedSplits
 from nmtbench.decoding.search import greedy, max_lengths
 from nmtbench.decoding.translator import Translator, one_line
 from nmtbench.evaluation.scoring import score
@@ -42,7 +43,7 @@ def evaluate(params: Params, name: str, seed: int | None = None, tokenized_dir: 
     trained = Run(name, block, params.train.model_dump(), seed, tuple(params.model_train.get(name) or ()))
     model = load_model(paths.checkpoint, tokenizer, resolve_device(params.evaluate.device, "evaluate.device"), trained)
     translator = Translator(model, tokenizer, params.evaluate)
-    dataset = load_tokenized(tokenized_dir)
+    dataset = TokenizedSplits(tokenized_dir)
     attention = attention_example(model, tokenizer, dataset, params)  # a bad report block fails before any work
     # before decoding: W&B online without an account fails here, not after the work
     run = start_run(params.wandb, f"{name}-seed{seed}", Path("."),

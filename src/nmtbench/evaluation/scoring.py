@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.metrics.bleu import BLEUScore
-from sacremoses import MosesTokenizer
 
 SCORES = ("bleu", "bleu_lc", "chrf", "ter")
 PUBLISHED = "bleu_lc_tok"  # BLEU as most Multi30k papers report it: lowercased, Moses-tokenized (multi-bleu.perl)
@@ -59,6 +58,9 @@ def tokenized_lowercase_bleu(hypotheses: list[str], references: list[str], lang:
     """(BLEU, signature) the way multi-bleu.perl scores Multi30k papers' outputs: both sides lowercased and
     tokenized by the Moses tokenizer of the target language (sacremoses, no escaping, no aggressive hyphen
     splitting), then scored on those tokens as they are."""
+    # imported here: only data.tokenized's scores need it, and every stage that scores would pay its import
+    from sacremoses import MosesTokenizer
+
     tokenizer = MosesTokenizer(lang=lang)
     tokens = lambda lines: [tokenizer.tokenize(line.lower(), escape=False, return_str=True) for line in lines]  # noqa: E731
     found, signature = tokens_bleu(tokens(hypotheses), tokens(references))

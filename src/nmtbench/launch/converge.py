@@ -67,7 +67,7 @@ def compare_finished(params: Params, folder: Path, baseline: str | None = None, 
     written into folder (comparison.json and .md, flops_curves.csv, bleu.json): each model's 95% interval and p
     against the baseline, the verdicts and the swaps while the grid still trains. The runs are gathered in a
     scratch folder laid out as the compare stage reads them, so the workspace's results/ stays dvc's."""
-    from nmtbench.data.tokenizer import load_tokenized
+    from nmtbench.data.tokenized import TokenizedSplits
     from nmtbench.evaluation.compare import compare
 
     names = [model for model in params.models
@@ -82,7 +82,7 @@ def compare_finished(params: Params, folder: Path, baseline: str | None = None, 
     if baseline not in names:
         raise ConfigError(f"nmtbench converge --compare: the baseline {baseline} has not finished; name a finished "
                           f"model with --baseline: {', '.join(names)}")
-    test_sets = load_tokenized(Path(root) / tokenized_dir)
+    test_sets = TokenizedSplits(Path(root) / tokenized_dir)
     published = {name: row for name, row in params.compare.published.items() if name in names}
     cfg = params.compare.model_copy(update={"baseline": baseline, "published": published})
     with tempfile.TemporaryDirectory() as scratch:

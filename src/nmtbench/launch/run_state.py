@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from nmtbench.config import ConfigError, Params
-from nmtbench.data.tokenizer import vocab_id
+from nmtbench.data.subwords import vocab_id
 from nmtbench.files import lock_owner, read_csv, read_json
 from nmtbench.launch.scheduler import FOLDER, alive
 from nmtbench.loading import read_vocab, run_description

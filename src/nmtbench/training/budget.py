@@ -13,7 +13,7 @@ import lightning as L
 import torch
 
 from nmtbench.config import BudgetConfig, ConfigError
-from nmtbench.data.tokenizer import BOS, PAD
+from nmtbench.data.subwords import BOS, PAD
 from nmtbench.models.flops import training_step_flops
 
 GRID = (2, 5, 8)  # source and target lengths at which one pair's cost is counted

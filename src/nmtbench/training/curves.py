@@ -22,7 +22,7 @@ import lightning as L
 import torch
 
 from nmtbench.config import DecodeConfig
-from nmtbench.data.tokenizer import Tokenizer
+from nmtbench.data.subwords import Tokenizer
 from nmtbench.decoding.translator import Translator
 from nmtbench.evaluation.scoring import bleu
 from nmtbench.files import write_text

@@ -8,7 +8,7 @@ import lightning as L
 import torch
 
 from nmtbench.config import TrainConfig
-from nmtbench.data.tokenizer import vocab_id
+from nmtbench.data.subwords import vocab_id
 from nmtbench.loading import EARLIER_DESCRIPTIONS, model_vocab
 from nmtbench.models.interface import SourceLengths
 from nmtbench.models.registry import build_model

@@ -18,7 +18,8 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from nmtbench.config import ConfigError, Params, TrainConfig
 from nmtbench.data.datamodule import TranslationData
-from nmtbench.data.tokenizer import Tokenizer, load_tokenized, model_files, vocab_id
+from nmtbench.data.subwords import Tokenizer, model_files, vocab_id
+from nmtbench.data.tokenizer import load_tokenized
 from nmtbench.files import PidLock, write_json
 from nmtbench.loading import read_vocab
 from nmtbench.models.registry import model_config

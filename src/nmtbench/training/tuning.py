@@ -90,7 +90,7 @@ def shared_knobs(space: dict[str, dict[str, KnobConfig]], family: str, model: st
 
 
 def study_name(params: Params, model: str, space: dict, vocab: str) -> str:
-    """`<model>-<fingerprint>`: what a trial's score depends on (vocab: tokenizer.vocab_id of the vocabularies);
+    """`<model>-<fingerprint>`: what a trial's score depends on (vocab: subwords.vocab_id of the vocabularies);
     not trials (raising it resumes the study) nor the final budget (trials run at tune.budget)."""
     cfg = params.tune
     scored = {"model": params.models[model], "vocab": vocab, "budget": cfg.budget.model_dump(),
@@ -115,7 +115,7 @@ def tuned_params(params: Params, model: str, tokenized_dir: Path = Path("data/to
         return params
     found = yaml.safe_load(path.read_text())
     if found.get("study"):
-        from nmtbench.data.tokenizer import vocab_id
+        from nmtbench.data.subwords import vocab_id
         from nmtbench.loading import read_vocab
 
         current = study_name(params, model, search_space(params, model), vocab_id(read_vocab(tokenized_dir)))
@@ -168,7 +168,7 @@ def tune(params: Params, model: str, tokenized_dir: Path = Path("data/tokenized"
     import optuna
     from optuna.trial import TrialState
 
-    from nmtbench.data.tokenizer import vocab_id
+    from nmtbench.data.subwords import vocab_id
     from nmtbench.loading import read_vocab
     from nmtbench.training.train import train
 
