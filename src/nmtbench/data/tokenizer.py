@@ -25,6 +25,7 @@ from nmtbench.config import Params, TokenizeConfig
 from nmtbench.data.prepare import load_prepared
 from nmtbench.data.sources import DataError
 from nmtbench.data.subwords import BOS, EOS, JOINT, PAD, PER_SIDE, UNK, Subwords, Tokenizer
+from nmtbench.data.tokenized import TokenizedSplits
 from nmtbench.files import atomic_dir, write_json
 
 SIDE_NAMES = {"src": "source", "tgt": "target"}
@@ -135,9 +136,7 @@ def tokenize(params: Params | TokenizeConfig, prepared_dir: Path = Path("data/pr
 def load_tokenized(tokenized_dir: Path = Path("data/tokenized"), splits: tuple[str, ...] | None = None) -> DatasetDict:
     """Every split of the tokenized dataset, or only `splits`: training opens train and val alone, so that
     nothing it does (tuning above all) can read a test set."""
-    folder = Path(tokenized_dir) / "dataset"
-    if not (folder / "dataset_dict.json").is_file():
-        raise DataError(f"no tokenized dataset in {tokenized_dir}; run the tokenize stage first: dvc repro tokenize")
+    folder = TokenizedSplits(tokenized_dir).folder  # refuses a missing dataset, naming the stage to run
     if splits is None:
         return load_from_disk(str(folder))
     return DatasetDict({split: load_from_disk(str(folder / split)) for split in splits})
