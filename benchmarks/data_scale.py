@@ -45,7 +45,8 @@ import psutil
 
 from nmtbench.config import DataConfig, TokenizeConfig
 from nmtbench.data.prepare import prepare
-from nmtbench.data.tokenizer import load_tokenized, tokenize
+from nmtbench.data.tokenized import TokenizedSplits
+from nmtbench.data.tokenizer import tokenize
 
 SEED = 12345
 EVAL_PAIRS = 3_000
@@ -104,7 +105,7 @@ def run_tokenize(folder: Path) -> dict:
 def train_pairs(folder: Path):
     from nmtbench.data.batching import PairDataset
 
-    return PairDataset(load_tokenized(folder / "tokenized")["train"])
+    return PairDataset.from_disk(TokenizedSplits(folder / "tokenized").folder / "train")
 
 
 def run_plan(folder: Path, batch_tokens: int) -> dict:

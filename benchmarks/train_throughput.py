@@ -42,7 +42,7 @@ import yaml
 from nmtbench.config import TrainConfig, load_params
 from nmtbench.data.batching import PairDataset, TokenBatchSampler
 from nmtbench.data.subwords import PAD
-from nmtbench.data.tokenizer import load_tokenized
+from nmtbench.data.tokenized import TokenizedSplits
 from nmtbench.models.flops import training_step_flops
 from nmtbench.training.allocator import reuse_freed_memory
 from nmtbench.training.module import TranslationModule, adam
@@ -177,7 +177,7 @@ def main() -> None:
     reuse_freed_memory()  # as training does
     params = load_params()
     blocks = {name: PEER_BLOCKS.get(name) or params.model_block(name) for name in args.models}
-    train = PairDataset(load_tokenized(args.tokenized_dir)["train"])
+    train = PairDataset.from_disk(TokenizedSplits(args.tokenized_dir).folder / "train")
     src_lens, tgt_lens = train.src_lens, train.tgt_lens
     batch_tokens = args.batch_tokens or budget_for(args.target_tokens, src_lens, tgt_lens)
     sampler = TokenBatchSampler(src_lens, tgt_lens, batch_tokens, shuffle=True, seed=SEED)

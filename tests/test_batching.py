@@ -1,5 +1,7 @@
+import pickle
 import random
 
+import datasets
 import numpy as np
 import pytest
 import torch
@@ -120,6 +122,23 @@ def test_a_batch_is_read_padded_with_bos_and_eos():
     assert out["tgt_in"].tolist() == [[BOS, 8, PAD], [BOS, 11, 12]]
     assert out["tgt_out"].tolist() == [[8, EOS, PAD], [11, 12, EOS]]
     assert out["src"].dtype == out["tgt_in"].dtype == out["tgt_out"].dtype == torch.long
+
+
+def test_a_split_from_disk_reads_as_the_same_pairs_held_in_memory_and_travels_as_its_folder(tmp_path):
+    src, tgt = [[7] * n for n in SRC_LENS], [[8 + n] * n for n in TGT_LENS]
+    ids = datasets.List(datasets.Value("int32"))
+    datasets.Dataset.from_dict({"src_ids": src, "tgt_ids": tgt, "src": ["x"] * len(src)},
+                               features=datasets.Features({"src_ids": ids, "tgt_ids": ids, "src": datasets.Value(
+                                   "string")})).save_to_disk(str(tmp_path / "train"))  # as the tokenize stage writes
+    on_disk, in_memory = PairDataset.from_disk(tmp_path / "train"), PairDataset.from_lists(src, tgt)
+    assert on_disk.src_lens.tolist() == SRC_LENS and on_disk.tgt_lens.tolist() == TGT_LENS
+    shipped = pickle.dumps(on_disk)  # what a spawned data-loader worker receives
+    assert len(shipped) < len(pickle.dumps(in_memory))
+    as_lists = lambda batch: {key: value.tolist() if torch.is_tensor(value) else value  # noqa: E731
+                              for key, value in batch.items()}
+    for data in (on_disk, pickle.loads(shipped)):
+        for indices in ([0], [9, 1, 5], list(range(10))):
+            assert as_lists(data[indices]) == as_lists(in_memory[indices])
 
 
 def test_the_loader_yields_the_samplers_batches_with_or_without_workers():

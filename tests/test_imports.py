@@ -22,6 +22,7 @@ WATCHED = ("torch", "lightning", "torch._dynamo", "datasets")
 NONE_OF_THEM = WATCHED
 NO_TORCH = ("torch", "lightning", "torch._dynamo")  # the data stages, which write with datasets
 NO_LIGHTNING = ("lightning", "torch._dynamo", "datasets")
+NO_DATASETS = ("datasets",)  # training and analyze: they need Lightning, and read the tokenized splits with pyarrow
 
 # the command's output goes to standard error; the last line of standard output is its exit code and what it loaded
 RUN_STAGE = f"""
@@ -60,7 +61,8 @@ def loaded(code: str, *args: str) -> list[str]:
     (["nmtbench.evaluation.compare", "nmtbench.evaluation.verdict"], NONE_OF_THEM),
     (["nmtbench.analysis.claims"], NONE_OF_THEM),  # analyze's tables; the stage itself trains its probes
     (["nmtbench.evaluation.evaluate", "nmtbench.decoding.translator"], NO_LIGHTNING),
-], ids=["cli", "prepare", "tokenize", "report", "tune", "registry", "compare", "claims", "decoding"])
+    (["nmtbench.training.train", "nmtbench.analysis.analyze"], NO_DATASETS),
+], ids=["cli", "prepare", "tokenize", "report", "tune", "registry", "compare", "claims", "decoding", "training"])
 def test_a_stage_module_imports_only_what_its_stage_uses(modules, absent):
     """The stages without a cheap run here: the module each one's command imports."""
     assert set(loaded(IMPORT_MODULES, *modules)) & set(absent) == set()

@@ -17,7 +17,7 @@ from nmtbench.analysis.sizing import at_width
 from nmtbench.config import AnalyzeConfig
 from nmtbench.data.datamodule import TranslationData
 from nmtbench.data.subwords import BOS
-from nmtbench.data.tokenizer import load_tokenized
+from nmtbench.data.tokenized import TokenizedSplits
 from nmtbench.loading import model_vocab, read_vocab
 from nmtbench.models.interface import Seq2Seq
 from nmtbench.models.registry import build_model
@@ -63,7 +63,7 @@ def span(curve: list[float], threshold: float) -> int | None:
 def probe_batch(tokenized_dir, rows: int, length: int) -> dict[str, torch.Tensor]:
     """Multi30k val sentences joined end to end and cut into rows of `length` tokens, so every row is
     long enough for the probe (single sentences are mostly shorter)."""
-    val = load_tokenized(tokenized_dir)["val"]
+    val = TokenizedSplits(tokenized_dir)["val"]
     src_stream = [token for ids in val["src_ids"] for token in ids]
     tgt_stream = [token for ids in val["tgt_ids"] for token in ids]
     if min(len(src_stream), len(tgt_stream)) < rows * length:

@@ -3,17 +3,16 @@ time and padded for teacher forcing."""
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 from torch.utils.data import DataLoader, Sampler
 
 from nmtbench.data.subwords import BOS, EOS, PAD
-
-if TYPE_CHECKING:  # decoding imports this module for pad(), and `datasets` takes seconds to import
-    import datasets
+from nmtbench.data.tokenized import read_split
 
 
 def pad(sequences: list[list[int]]) -> torch.Tensor:
@@ -43,26 +42,42 @@ class PairDataset(torch.utils.data.Dataset):
     process holds only the length arrays and the batch being read, however large the corpus.
     """
 
-    def __init__(self, split: datasets.Dataset):
-        self.split = split.select_columns(["src_ids", "tgt_ids"]).with_format("arrow")
-        self.src_lens, self.tgt_lens = (pc.list_value_length(self.split[side]).to_numpy()
+    def __init__(self, table: pa.Table, folder: Path | None = None):
+        self.table, self.folder = table.select(["src_ids", "tgt_ids"]), folder
+        self.src_lens, self.tgt_lens = (pc.list_value_length(self.table[side]).to_numpy()
                                         for side in ("src_ids", "tgt_ids"))
+
+    @classmethod
+    def from_disk(cls, folder: Path) -> PairDataset:
+        """A tokenized split's folder, memory-mapped: the training splits, without `datasets` (seconds to import,
+        paid by every training process)."""
+        return cls(read_split(folder), folder)
 
     @classmethod
     def from_lists(cls, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> PairDataset:
         """Pairs held in memory (the analysis stage's synthetic tasks)."""
-        import datasets
+        ids = pa.list_(pa.int32())
+        return cls(pa.table({"src_ids": pa.array(src_ids, ids), "tgt_ids": pa.array(tgt_ids, ids)}))
 
-        ids = datasets.List(datasets.Value("int32"))
-        return cls(datasets.Dataset.from_dict({"src_ids": src_ids, "tgt_ids": tgt_ids},
-                                              features=datasets.Features({"src_ids": ids, "tgt_ids": ids})))
+    def __getstate__(self) -> dict:
+        """A split from disk travels to a spawned data-loader worker as its folder, mapped again there, not as a
+        copy of its rows."""
+        state = dict(self.__dict__)
+        if self.folder is not None:
+            del state["table"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if self.folder is not None:
+            self.table = read_split(self.folder).select(["src_ids", "tgt_ids"])
 
     def __len__(self):
         return len(self.src_lens)
 
     def __getitem__(self, indices: list[int]) -> dict[str, torch.Tensor]:
         """A padded batch; tgt_in starts with bos, tgt_out ends with eos."""
-        rows = self.split[indices]
+        rows = self.table.take(indices)
         (src, src_lens), (tgt, tgt_lens) = ((pc.list_flatten(rows[side]).to_numpy(),
                                              pc.list_value_length(rows[side]).to_numpy())
                                             for side in ("src_ids", "tgt_ids"))

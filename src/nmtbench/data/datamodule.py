@@ -9,6 +9,7 @@ import lightning as L
 from torch.utils.data import DataLoader
 
 from nmtbench.data.batching import PairDataset, TokenBatchSampler, batch_loader
+from nmtbench.data.tokenized import TokenizedSplits
 
 
 class TranslationData(L.LightningDataModule):
@@ -23,10 +24,8 @@ class TranslationData(L.LightningDataModule):
         self.resume_at: dict | None = None  # where a restored checkpoint stopped in its epoch
 
     def setup(self, stage: str | None = None) -> None:
-        from nmtbench.data.tokenizer import load_tokenized
-
-        dataset = load_tokenized(self.tokenized_dir, ("train", "val"))
-        self.splits = {name: PairDataset(dataset[name]) for name in dataset}
+        folder = TokenizedSplits(self.tokenized_dir).folder  # refuses a missing dataset, naming the stage to run
+        self.splits = {name: PairDataset.from_disk(folder / name) for name in ("train", "val")}
 
     def loader(self, split: str, train: bool) -> DataLoader:
         data = self.splits[split]

@@ -1,10 +1,10 @@
-"""The tokenize stage's dataset read back with pyarrow alone, for the stages that score or decode it.
+"""The tokenize stage's dataset read back with pyarrow alone, for every stage that reads it but the data stages.
 
 The stage writes data/tokenized/dataset with Hugging Face `datasets` (save_to_disk: a dataset_dict.json naming the
-splits, and per split a state.json naming its Arrow stream files). Training reads it with `datasets`
-(tokenizer.load_tokenized), for its memory-mapped batches. evaluate, compare and beam_sweep read a test set's
-sentences and ids, a few thousand rows, and `datasets` with pandas under it takes seconds to import, paid again
-by every one of those stages: so they read the same files here, through pyarrow, which `datasets` stores them with.
+splits, and per split a state.json naming its Arrow stream files). `datasets`, with pandas under it, takes seconds
+to import, paid again by every process that would read through it: every training (batching.PairDataset maps the
+train and val splits from here), every evaluate, compare and beam_sweep. So they read the same files here, through
+pyarrow, which `datasets` stores them with; tokenizer.load_tokenized, through `datasets`, is the notebook's.
 """
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from nmtbench.config import ConfigError, Params, TrainConfig
 from nmtbench.data.datamodule import TranslationData
 from nmtbench.data.subwords import Tokenizer, model_files, vocab_id
-from nmtbench.data.tokenizer import load_tokenized
+from nmtbench.data.tokenized import Split, TokenizedSplits
 from nmtbench.files import PidLock, write_json
 from nmtbench.loading import read_vocab
 from nmtbench.models.registry import model_config
@@ -150,8 +150,8 @@ class RunCallbacks:
         if cfg.checkpoint_every_steps:  # after the other checkpoints, so that it holds their state of each validation
             callbacks.append(ResumePoint(paths.unfinished, cfg.checkpoint_every_steps))
         if cfg.val_bleu_sentences != 0:
-            val = load_tokenized(tokenized_dir, ("val",))["val"]
-            val = val.select(range(min(cfg.val_bleu_sentences or len(val), len(val))))
+            val = TokenizedSplits(tokenized_dir)["val"]
+            val = Split(val.table.slice(0, min(cfg.val_bleu_sentences or len(val), len(val))))
             callbacks.append(ValidationBleu(Tokenizer(tokenized_dir), list(val["src_ids"]), list(val["tgt"])))
         early_stopping = None
         if cfg.early_stopping_patience:
