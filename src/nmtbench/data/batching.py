@@ -14,6 +14,8 @@ from torch.utils.data import DataLoader, Sampler
 from nmtbench.data.subwords import BOS, EOS, PAD
 from nmtbench.data.tokenized import read_split
 
+IDS = ["src_ids", "tgt_ids"]  # the columns a batch is read from
+
 
 def pad(sequences: list[list[int]]) -> torch.Tensor:
     width = max(len(s) for s in sequences)
@@ -43,9 +45,9 @@ class PairDataset(torch.utils.data.Dataset):
     """
 
     def __init__(self, table: pa.Table, folder: Path | None = None):
-        self.table, self.folder = table.select(["src_ids", "tgt_ids"]), folder
+        self.table, self.folder = table.select(IDS), folder
         self.src_lens, self.tgt_lens = (pc.list_value_length(self.table[side]).to_numpy()
-                                        for side in ("src_ids", "tgt_ids"))
+                                        for side in IDS)
 
     @classmethod
     def from_disk(cls, folder: Path) -> PairDataset:
@@ -70,7 +72,7 @@ class PairDataset(torch.utils.data.Dataset):
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         if self.folder is not None:
-            self.table = read_split(self.folder).select(["src_ids", "tgt_ids"])
+            self.table = read_split(self.folder).select(IDS)
 
     def __len__(self):
         return len(self.src_lens)
@@ -80,7 +82,7 @@ class PairDataset(torch.utils.data.Dataset):
         rows = self.table.take(indices)
         (src, src_lens), (tgt, tgt_lens) = ((pc.list_flatten(rows[side]).to_numpy(),
                                              pc.list_value_length(rows[side]).to_numpy())
-                                            for side in ("src_ids", "tgt_ids"))
+                                            for side in IDS)
         padded_src = pad_flat(src, src_lens)  # (B, S)
         return {
             "index": torch.tensor(indices),

@@ -25,6 +25,7 @@ class TranslationData(L.LightningDataModule):
 
     def setup(self, stage: str | None = None) -> None:
         folder = TokenizedSplits(self.tokenized_dir).folder  # refuses a missing dataset, naming the stage to run
+        # train and val alone, so that nothing training does (tuning above all) can read a test set
         self.splits = {name: PairDataset.from_disk(folder / name) for name in ("train", "val")}
 
     def loader(self, split: str, train: bool) -> DataLoader:

@@ -133,10 +133,8 @@ def tokenize(params: Params | TokenizeConfig, prepared_dir: Path = Path("data/pr
     return Tokenizer(out_dir)
 
 
-def load_tokenized(tokenized_dir: Path = Path("data/tokenized"), splits: tuple[str, ...] | None = None) -> DatasetDict:
-    """Every split of the tokenized dataset, or only `splits`: training opens train and val alone, so that
-    nothing it does (tuning above all) can read a test set."""
+def load_tokenized(tokenized_dir: Path = Path("data/tokenized")) -> DatasetDict:
+    """Every split of the tokenized dataset through `datasets`, for the notebook and the tests (the stages read it
+    with pyarrow: data/tokenized.py)."""
     folder = TokenizedSplits(tokenized_dir).folder  # refuses a missing dataset, naming the stage to run
-    if splits is None:
-        return load_from_disk(str(folder))
-    return DatasetDict({split: load_from_disk(str(folder / split)) for split in splits})
+    return load_from_disk(str(folder))
