@@ -38,14 +38,17 @@ def test_the_process_age_grows_with_the_process():
 
 
 def test_the_breakdown_splits_the_wall_into_the_stages_their_work_and_the_rest():
-    lines = [{"command": "train", "seconds": 9.0}, {"command": "train", "seconds": 11.0},
-             {"command": "compare", "seconds": 4.0}, {"command": "check", "seconds": None}]
+    lines = [{"command": "train", "seconds": 9.0, "warm": True}, {"command": "train", "seconds": 11.0},
+             {"command": "compare", "seconds": 4.0}, {"command": "check", "seconds": None},
+             {"command": "warm", "seconds": 39.0}]  # the wrapper of dvc repro, which holds the others
     rows = smoke_breakdown.breakdown(lines, {"train": 5.0}, wall=40.0)
-    found = [(row["kind"], row["processes"], row["seconds"], row["work"], row["rest"], row["share"]) for row in rows]
+    found = [(row["kind"], row["processes"], row["warm"], row["seconds"], row["work"], row["rest"], row["share"])
+             for row in rows]
     assert found == [
-        ("train", 2, 20.0, 5.0, 15.0, 0.5), ("compare", 1, 4.0, 0.0, 4.0, 0.1), ("check", 1, 0.0, 0.0, 0.0, 0.0),
-        ("every nmtbench process", 4, 24.0, 5.0, 19.0, 0.6), (smoke_breakdown.OUTSIDE, None, 16.0, 0.0, 16.0, 0.4),
-        ("the smoke pipeline", None, 40.0, 5.0, 35.0, 1.0)]
+        ("train", 2, 1, 20.0, 5.0, 15.0, 0.5), ("compare", 1, 0, 4.0, 0.0, 4.0, 0.1),
+        ("check", 1, 0, 0.0, 0.0, 0.0, 0.0), ("every nmtbench process", 4, 1, 24.0, 5.0, 19.0, 0.6),
+        (smoke_breakdown.OUTSIDE, None, None, 16.0, 0.0, 16.0, 0.4),
+        ("the smoke pipeline", None, None, 40.0, 5.0, 35.0, 1.0)]
 
 
 def test_the_work_is_read_from_the_runs_files(tmp_path):
@@ -56,3 +59,17 @@ def test_the_work_is_read_from_the_runs_files(tmp_path):
         (folder / "eval.json").write_text(json.dumps({**{split: {"decode_seconds": seconds} for split, seconds in
                                                          decode.items()}, "provenance": {"wall_seconds": 9.0}}))
     assert smoke_breakdown.work_seconds(tmp_path) == pytest.approx({"train": 3.5, "evaluate": 1.0})
+
+
+def test_a_warm_copy_counts_from_its_commands_own_start(tmp_path, monkeypatch):
+    from nmtbench import stage_times
+
+    times = tmp_path / "times.jsonl"
+    monkeypatch.setenv(ENV, str(times))
+    monkeypatch.setattr(stage_times, "_handed_over_after", None)  # this process's own command
+    stage_times.record("check", ["check"], 0)
+    stage_times.handed_over(100.0)  # as a copy forked for a command 100 s old does
+    stage_times.record("check", ["check"], 0)
+    own, copy = [json.loads(line) for line in times.read_text().splitlines()]
+    assert (own["warm"], copy["warm"]) == (False, True)
+    assert copy["seconds"] >= own["seconds"] + 100.0

@@ -36,9 +36,12 @@ $(VENV)/.installed:
 
 setup: $(VENV)/.installed ## create .venv and install the pinned dependencies from pyproject.toml
 
+# dvc repro with every stage forked from one interpreter that imported torch and Lightning once (docs/pipeline.md)
+WARM := nmtbench warm --
+
 repro: $(VENV)/.installed ## run the whole pipeline on the default params (dvc repro; JOBS=N: N stages at once, THREADS=T each)
 	nmtbench check
-	$(if $(JOBS)$(THREADS),nmtbench launch $(if $(JOBS),--jobs $(JOBS)) $(if $(THREADS),--threads $(THREADS)),dvc repro)
+	$(if $(JOBS)$(THREADS),nmtbench launch $(if $(JOBS),--jobs $(JOBS)) $(if $(THREADS),--threads $(THREADS)),$(WARM) dvc repro)
 
 # MODELS="a b": start these models first, in this order
 MODELS ?=
@@ -48,7 +51,7 @@ converge: $(VENV)/.installed ## train every run to its own stopping and evaluate
 
 tune: $(VENV)/.installed ## tune every model on val BLEU (tune.trials trials each, 0 by default: set it first; docs/tuning.md)
 	nmtbench check
-	dvc repro --glob 'tune@*'
+	$(WARM) dvc repro --glob 'tune@*'
 
 report: $(VENV)/.installed ## rebuild results/comparison.md and results/report.html from the trained models' metrics
 	dvc repro --force --single-item compare report

@@ -13,7 +13,7 @@ import os
 import sys
 from functools import partial
 
-from nmtbench import stage_times
+from nmtbench import stage_times, warm
 from nmtbench.commands import results, running, stages, translate
 from nmtbench.config import load_params
 from nmtbench.gpu.commands import GPU_HELP, add_gpu_commands
@@ -82,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and (code := warm.forward(sys.argv[1:])) is not None:  # run by a warm copy (nmtbench warm)
+        return code
     args = build_parser().parse_args(argv)
     quiet_third_parties()
     name = " ".join(filter(None, (args.command, getattr(args, "subcommand", None))))  # nmtbench gpu report

@@ -9,6 +9,14 @@ import os
 from pathlib import Path
 
 ENV = "NMTBENCH_STAGE_TIMES"
+# in a copy forked from the warm interpreter (warm.py): the seconds the command's own process ran before handing over
+_handed_over_after: float | None = None
+
+
+def handed_over(seconds: float | None) -> None:
+    """This process runs a command whose own process started `seconds` before it."""
+    global _handed_over_after
+    _handed_over_after = seconds or 0.0
 
 
 def process_seconds() -> float | None:
@@ -25,10 +33,14 @@ def process_seconds() -> float | None:
 
 def record(command: str, argv: list[str], code: int) -> None:
     """One line for this command, where NMTBENCH_STAGE_TIMES asks for it: its name, arguments, exit code, seconds
-    and folder."""
+    (from its own process's start where a warm copy ran it), folder, and whether a warm copy ran it."""
     path = os.environ.get(ENV)
     if not path:
         return
-    line = {"command": command, "argv": argv, "exit": code, "seconds": process_seconds(), "folder": os.getcwd()}
+    seconds = process_seconds()
+    if seconds is not None and _handed_over_after is not None:
+        seconds = round(seconds + _handed_over_after, 2)
+    line = {"command": command, "argv": argv, "exit": code, "seconds": seconds, "folder": os.getcwd(),
+            "warm": _handed_over_after is not None}
     with open(path, "a", encoding="utf-8") as out:  # one write a line: processes running at once do not interleave
         out.write(json.dumps(line) + "\n")

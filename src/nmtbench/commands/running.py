@@ -1,5 +1,5 @@
-"""`nmtbench launch`, `converge` and `workspace`: the stages run as jobs, every run trained to its own
-stopping, and workspaces of profiles to run them in."""
+"""`nmtbench launch`, `converge`, `warm` and `workspace`: the stages run as jobs, every run trained to its own
+stopping, the stages forked from a warm interpreter, and workspaces of profiles to run them in."""
 from __future__ import annotations
 
 import argparse
@@ -55,6 +55,15 @@ def _converge(args):
         return actions.export(params, args.export)
     return actions.converge(params, args.jobs, args.models, args.threads, status_only=args.status,
                             exported=args.exported, recipe=recipe)
+
+
+def _warm(args):
+    from nmtbench import warm
+
+    command = args.to_run[1:] if args.to_run[:1] == ["--"] else args.to_run
+    if not command:
+        raise ConfigError("warm: name the command to run, e.g. nmtbench warm -- dvc repro")
+    return warm.run(command)
 
 
 def _check_at_least_one(args) -> None:
@@ -131,6 +140,11 @@ def add_commands(command: Callable) -> None:
                           "the params.yaml it copied there, not this workspace's (make headline); otherwise the runs "
                           "finished there count as done and are not trained here (a new machine: make converge "
                           "FROM=FOLDER)")
+    warm = command("warm", _warm, "run a command (dvc repro, make repro does) with the nmtbench stages it starts "
+                   "forked from one interpreter that imported torch and Lightning once: each stage starts in a "
+                   "fraction of a second (docs/pipeline.md)")
+    warm.add_argument("to_run", nargs=argparse.REMAINDER, metavar="command",
+                      help="the command and its arguments, after --")
     workspace = command("workspace", _workspace, "a separate DVC workspace running params.yaml + profiles")
     workspace.add_argument("target", help="folder to create or refresh")
     workspace.add_argument("--profile", required=True, action="append",
