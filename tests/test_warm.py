@@ -30,6 +30,8 @@ def main(argv):
         with open(argv[1], "w") as out:
             out.write(str(os.getpid()))
         time.sleep(60)
+    if argv[0] == "raise":
+        raise RuntimeError("boom")
     raise SystemExit(argv[1])
 
 sys.exit(warm.run(sys.argv[1:], main=main, preload=()))
@@ -72,6 +74,12 @@ def test_an_exit_message_is_printed_and_ends_with_status_1_as_python_does(serve)
     done = serve('client exit "no such model"; echo "status $?"')
     assert done.stdout.splitlines() == ["status 1"]
     assert done.stderr.splitlines() == ["no such model", "handed over"]
+
+
+def test_an_unexpected_error_ends_the_copy_with_status_1_and_the_next_command_is_served(serve):
+    done = serve('client raise; echo "status $?"; client echo 4 </dev/null; echo "status $?"')
+    assert done.stdout.splitlines()[0] == "status 1" and done.stdout.splitlines()[-1] == "status 4"
+    assert "RuntimeError: boom" in done.stderr and done.stderr.count("handed over") == 2
 
 
 def test_a_command_with_other_import_time_settings_runs_in_its_own_process(serve):

@@ -1,6 +1,6 @@
 """`nmtbench warm -- <command>`: every `nmtbench` stage that <command> runs is forked from one interpreter that
-imported torch, Lightning, datasets and the stages' modules once, so a stage starts in a fraction of a second instead of
-paying those imports again (docs/pipeline.md, "Warm stages"). make repro and make smoke run dvc repro under it.
+imported torch, Lightning, datasets and the stages' modules once, so a stage starts in a fraction of a second instead
+of paying those imports again (docs/pipeline.md, "Warm stages"). make repro and make smoke run dvc repro under it.
 
 While <command> runs, NMTBENCH_WARM names a Unix socket. An `nmtbench` command started under it (DVC runs each stage
 as one) hands the warm interpreter its arguments, folder, environment and standard input, output and error, and
@@ -11,7 +11,7 @@ when they are imported (thread counts, devices, caches) differ from the interpre
 
 Forking a process that holds torch is what PyTorch's DataLoader does for its workers on Linux. The warm interpreter
 does no tensor work itself, so no thread pool or device has started when it forks: a forked stage trains, decodes and
-scores exactly as a stage of its own process does (docs/results/2026-12-02-pipeline-overhead-cpu.md).
+scores exactly as a stage of its own process does (docs/results/2026-12-02-warm-stages-cpu.md).
 """
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import traceback
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -146,9 +147,13 @@ def _start(listener: socket.socket, selector: selectors.BaseSelector, main: Main
     with warnings.catch_warnings():  # Python's warning about forking with threads: see the module's docstring
         warnings.simplefilter("ignore", DeprecationWarning)
         pid = os.fork()
-    if pid == 0:
-        os._exit(_run_copy(request, fds, main, {listener.fileno(), conn.fileno(), selector.fileno(),
-                                                *selector.get_map()}))
+    if pid == 0:  # the copy ends here whatever its command does: it never returns into this loop
+        code = 1
+        try:
+            code = _run_copy(request, fds, main, {listener.fileno(), conn.fileno(), selector.fileno(),
+                                                  *selector.get_map()})
+        finally:
+            os._exit(code)
     for fd in fds:
         os.close(fd)
     selector.register(os.pidfd_open(pid), selectors.EVENT_READ, ("copy", pid, conn))
@@ -180,6 +185,9 @@ def _run_copy(request: dict, fds: list[int], main: Main, inherited: set[int]) ->
         code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
         if not isinstance(stop.code, (int, type(None))):
             print(stop.code, file=sys.stderr)
+    except BaseException:  # what the command does not expect: its traceback and status 1, as Python ends
+        traceback.print_exc()
+        code = 1
     atexit._run_exitfuncs()  # what ending the interpreter would run (W&B's, tempfile's); os._exit skips them
     sys.stdout.flush()
     sys.stderr.flush()
