@@ -188,7 +188,7 @@ def test_the_readme_workspace_instructions_run_as_written(tmp_path):
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", dry_run + readme_workspace_commands()], cwd=tmp_path,
                           capture_output=True, text=True, env=pipeline_env())
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-2:] == ["nmtbench check", "dvc repro"]  # make repro, run in the workspace
+    assert done.stdout.splitlines()[-2:] == ["nmtbench check", "nmtbench warm -- dvc repro"]  # make repro
     workspace = tmp_path / "runs" / "mine"
     assert f"NMTBENCH_PROJECT ?= {tmp_path}" in (workspace / "Makefile").read_text().splitlines()
     assert [line.split()[1] for line in make(workspace, "help").splitlines()] == PIPELINE_TARGETS

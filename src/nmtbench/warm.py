@@ -19,6 +19,7 @@ import atexit
 import contextlib
 import hashlib
 import importlib
+import importlib.metadata
 import json
 import os
 import selectors
@@ -105,8 +106,8 @@ def serve(listener: socket.socket, main: Main | None, preload: Sequence[str], pa
     for name in preload:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
-    if main is None:
-        from nmtbench.cli import main
+    if main is None:  # what the `nmtbench` executable runs, found as it finds it: the package's console script
+        main = importlib.metadata.entry_points(group="console_scripts", name="nmtbench")["nmtbench"].load()
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ)
     while os.getppid() == parent:
