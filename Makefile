@@ -12,7 +12,7 @@ export JOBS
 
 .DEFAULT_GOAL := help
 .PHONY: smoke headline notebook lint test test-e2e chromium postgresql test-fast test-gpu gpu-bundle gpu-check gpu-rehearse gpu-report bench-decode bench-train \
-  bench-data bench-overhead bench-smoke clean-smoke
+  bench-bf16 bench-data bench-overhead bench-smoke clean-smoke
 
 smoke: $(VENV)/.installed ## the whole pipeline on tiny settings in runs/smoke, leaving your outputs alone (PROFILES=..., JOBS=N)
 	nmtbench workspace $(SMOKE_DIR) --force $(foreach profile,$(PROFILES) profiles/smoke.yaml,--profile $(profile))
@@ -104,6 +104,9 @@ bench-decode: $(VENV)/.installed ## decoding speed of every trained model at bea
 
 bench-train: $(VENV)/.installed ## training tokens/s and share of matmul peak, fp32 and bf16, per model family (after dvc repro tokenize)
 	python benchmarks/train_throughput.py
+
+bench-bf16: $(VENV)/.installed ## bf16's val BLEU after fp32's FLOP budget against fp32's seeds' range, both trained here (after dvc repro tokenize; ARGS="--models ... --seeds ...")
+	python benchmarks/bf16_quality.py $(ARGS)
 
 # The scale benchmark's corpus sizes in pairs; SIZES="29000 290000" for a quick run.
 SIZES ?= 29000 290000 2900000 4500000
