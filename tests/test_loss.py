@@ -46,3 +46,28 @@ def test_bf16_logits_get_an_fp32_loss_and_a_bf16_gradient():
     exact = F.cross_entropy(logits.detach().float(), gold, ignore_index=PAD, label_smoothing=0.1, reduction="sum")
     assert smoothed.dtype == nll.dtype == torch.float32 and logits.grad.dtype == torch.bfloat16
     assert torch.allclose(smoothed, exact, atol=1e-5, rtol=0)  # the loss of the bf16 logits, computed in fp32
+
+
+def whole_matrix_loss(logits, gold, smoothing):
+    """The loss and gradient from whole-matrix passes, as the blocks' arithmetic must reproduce them."""
+    log_probs = torch.log_softmax(logits.float(), dim=-1)
+    real = (gold != PAD).float()
+    nll = -(log_probs.gather(1, gold[:, None]).squeeze(1) * real).sum()
+    smoothed = (1 - smoothing) * nll + smoothing * -(log_probs.mean(dim=-1) * real).sum()
+    grad = log_probs.exp().sub_(smoothing / logits.size(1))
+    grad.scatter_add_(1, gold[:, None], grad.new_full((len(gold), 1), smoothing - 1))
+    return smoothed, nll, grad.mul_(real[:, None]).to(logits.dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("block_floats", [11, 33, 1 << 18])  # one row a block, 3 rows (the last block short), all
+def test_blocks_of_rows_give_the_whole_matrix_values_to_the_bit(monkeypatch, dtype, block_floats):
+    monkeypatch.setattr("nmtbench.training.loss.ROW_BLOCK_FLOATS", block_floats)
+    torch.manual_seed(1)
+    logits = (3 * torch.randn(7, 11)).to(dtype).requires_grad_()
+    gold = torch.tensor([3, 1, PAD, 10, 7, PAD, 2])
+    smoothed, nll = label_smoothed_nll(logits, gold, 0.1, PAD)
+    smoothed.backward()
+    expected_smoothed, expected_nll, expected_grad = whole_matrix_loss(logits.detach(), gold, 0.1)
+    assert torch.equal(smoothed, expected_smoothed) and torch.equal(nll, expected_nll)
+    assert torch.equal(logits.grad, expected_grad)
