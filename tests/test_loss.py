@@ -71,3 +71,10 @@ def test_blocks_of_rows_give_the_whole_matrix_values_to_the_bit(monkeypatch, dty
     expected_smoothed, expected_nll, expected_grad = whole_matrix_loss(logits.detach(), gold, 0.1)
     assert torch.equal(smoothed, expected_smoothed) and torch.equal(nll, expected_nll)
     assert torch.equal(logits.grad, expected_grad)
+
+
+def test_a_cpu_takes_cache_sized_blocks_of_rows_and_other_devices_one_block():
+    from nmtbench.training.loss import row_blocks
+    assert row_blocks(torch.empty(2059, 8000)) == range(0, 2059, 32)  # 32 x 8,000 fp32 = 1 MiB
+    assert row_blocks(torch.empty(5, 1 << 20)) == range(0, 5, 1)  # a row wider than a block is a block
+    assert row_blocks(torch.empty(2059, 8000, device="meta")) == range(0, 2059, 2059)
