@@ -6,7 +6,7 @@ from torch import nn
 
 from helpers.models import PAD, TINY_VARIANTS, V
 from nmtbench.models.attention import scaled_dot_product
-from nmtbench.models.dropout import Dropout, dropout
+from nmtbench.models.dropout import Dropout, drop_threshold, dropout, dropout_mask, keep_scale, random_bytes
 from nmtbench.models.registry import build_model
 from nmtbench.models.vocabulary import Vocab
 
@@ -112,3 +112,15 @@ def test_stacked_recurrent_layers_keep_torchs_own_dropout_between_them():
     block = {**TINY_VARIANTS["lstm_uni_no_feeding"], "dropout": 0.3}
     model = build_model("lstm", block, Vocab.of(V, pad_id=PAD)).train()
     assert model.encoder.dropout == 0.3 and model.decoder.dropout == 0.3
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize("p", [0.1, 0.3, 0.5, 0.9])
+def test_the_integer_built_mask_is_the_float_arithmetic_mask_to_the_bit(dtype, p):
+    like = torch.empty(3, 5, 64, dtype=dtype)
+    torch.manual_seed(7)
+    mask = dropout_mask(like, p)
+    torch.manual_seed(7)
+    kept = random_bytes(like.shape, like.device) >= drop_threshold(p)
+    assert mask.dtype == dtype and torch.equal(mask, kept.to(dtype) * torch.ones((), dtype=dtype).mul_(keep_scale(p)))
+    assert mask[kept].sub(keep_scale(p)).abs().max() <= 1e-2 * keep_scale(p) and not mask[~kept].any()

@@ -51,11 +51,19 @@ def random_bytes(shape: torch.Size, device: torch.device) -> torch.Tensor:
     return words.view(torch.uint8)[:count].view(shape)
 
 
+# the integer type of each float type's width: a kept element's mask is the bit pattern of the scale
+SAME_WIDTH_INT = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32,
+                  torch.float64: torch.int64}
+
+
 def dropout_mask(like: torch.Tensor, p: float) -> torch.Tensor:
     """A mask of like's shape and dtype: 0 where dropped, keep_scale(p) where kept."""
     kept = random_bytes(like.shape, like.device) >= drop_threshold(p)
-    # bool -> float is a slow scalar loop on CPU; the same bytes read as uint8 convert vectorised
-    return kept.view(torch.uint8).to(like.dtype).mul_(keep_scale(p))
+    # bool -> float is a slow scalar loop on CPU, and uint8 -> float then a float multiply two passes of float
+    # arithmetic: 0 or 1 times the scale's bit pattern in integers is the same mask (0 is +0.0), a third faster
+    scale = torch.ones((), dtype=like.dtype).mul_(keep_scale(p))  # rounded to like's dtype as a float multiply would
+    integer = SAME_WIDTH_INT[like.dtype]
+    return kept.view(torch.uint8).to(integer).mul_(scale.view(integer).item()).view(like.dtype)
 
 
 def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
