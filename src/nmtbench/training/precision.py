@@ -2,8 +2,9 @@
 
 `auto` is bf16 (bf16-mixed) where it was measured faster than fp32 at the same quality, fp32 (32-true)
 elsewhere: on a CPU with bf16 instructions (the `avx512_bf16` or `amx_bf16` flag of /proc/cpuinfo; other
-systems are taken to have none), where bf16 trained 1.1-1.7 times as fast on an Intel Xeon with AMX and
-1.4-1.6 times on an AMD EPYC with AVX-512 bf16 dot products only (docs/results/2026-11-25-train-speed.md),
+systems are taken to have none), where bf16 trained 1.2-1.95 times as fast on an Intel Xeon with AMX
+(docs/results/2026-12-03-bf16-amx-cpu.md) and 1.4-1.6 times on an AMD EPYC with AVX-512 bf16 dot products only
+(docs/results/2026-11-25-train-speed.md),
 and on a CUDA GPU that supports bf16. A CPU without them emulates bf16 in fp32 arithmetic plus casts, so
 fp32 is the faster there. The choice is a pure function of the detected hardware, so it is tested for
 each case without that hardware.
