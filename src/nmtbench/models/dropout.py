@@ -18,6 +18,7 @@ is torch's dropout in a model under torch.compile (train.compile), which generat
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -56,14 +57,19 @@ SAME_WIDTH_INT = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch
                   torch.float64: torch.int64}
 
 
+@functools.cache
+def scale_bits(dtype: torch.dtype, p: float) -> int:
+    """keep_scale(p) in dtype, rounded as a float multiply would round it, read as SAME_WIDTH_INT's integer."""
+    return torch.ones((), dtype=dtype).mul_(keep_scale(p)).view(SAME_WIDTH_INT[dtype]).item()
+
+
 def dropout_mask(like: torch.Tensor, p: float) -> torch.Tensor:
     """A mask of like's shape and dtype: 0 where dropped, keep_scale(p) where kept."""
     kept = random_bytes(like.shape, like.device) >= drop_threshold(p)
     # bool -> float is a slow scalar loop on CPU, and uint8 -> float then a float multiply two passes of float
     # arithmetic: 0 or 1 times the scale's bit pattern in integers is the same mask (0 is +0.0), a third faster
-    scale = torch.ones((), dtype=like.dtype).mul_(keep_scale(p))  # rounded to like's dtype as a float multiply would
-    integer = SAME_WIDTH_INT[like.dtype]
-    return kept.view(torch.uint8).to(integer).mul_(scale.view(integer).item()).view(like.dtype)
+    integer = kept.view(torch.uint8).to(SAME_WIDTH_INT[like.dtype])
+    return integer.mul_(scale_bits(like.dtype, p)).view(like.dtype)
 
 
 def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
