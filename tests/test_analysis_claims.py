@@ -3,7 +3,7 @@ import copy
 
 import pytest
 
-from nmtbench.analysis.claims import CAVEAT, FAILS, HOLDS, crossover, overtakes, slope, table, verdicts
+from nmtbench.analysis.claims import CAVEAT, FAILS, HOLDS, UNDECIDED, crossover, overtakes, slope, table, verdicts
 
 LENGTHS = [8, 16, 32, 64, 128]
 ROLES = {"rnn": "rnn", "gru": "gru", "lstm": "lstm", "transformer": "transformer", "cnn": "cnn",
@@ -136,6 +136,14 @@ def test_claims_five_to_seven_follow_the_accuracies_and_parameters():
     m = measurements()
     m["complexity"]["decoder_only"]["params"] = 1900
     assert verdict_of(m, 7) == CAVEAT
+
+
+def test_claim_five_is_not_decided_without_a_copy_or_reverse_task():
+    m = measurements()
+    m["synthetic"] = {"agreement": m["synthetic"]["agreement"]}
+    row = verdicts(m)[4]
+    assert row["verdict"] == UNDECIDED and row["measurement"].startswith("not measured")
+    assert verdict_of(m, 6) == HOLDS  # the other synthetic claims read agreement alone
 
 
 def test_claims_eight_and_nine_follow_the_ratios_and_memory_growth():

@@ -100,6 +100,7 @@ def test_params_yaml_writes_the_schemas_defaults():
     ({"analyze": {"roles": {"rnn": "gpt"}}}, "analyze.roles.rnn: 'gpt' is not valid; choose one of rnn, gru"),
     ({"analyze": {"gradient_models": ["rnn"]}}, "analyze.gradient_models: add gru (role gru of claim 4)"),
     ({"analyze": {"train_length": 150}}, "analyze.train_length: must be in [min_length, 100]"),
+    ({"analyze": {"tasks": []}}, "analyze.tasks: empty; name at least one of copy, reverse, agreement"),
     ({"train": {"seed": 1}}, "train.seed: replaced by the top-level list `seeds` (e.g. seeds: [42]); move it there"),
     ({"seeds": []}, "seeds: expected a list of distinct integers from 0 to 2**32 - 1 (numpy's range of seeds), e.g. "
                     "[42] or [1, 2, 3], got []"),

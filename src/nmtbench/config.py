@@ -272,6 +272,9 @@ class AnalyzeConfig(Block):
         for role in ("rnn", "gru", "lstm", "transformer"):
             if self.roles[role] not in self.gradient_models:
                 raise ConfigError(f"analyze.gradient_models: add {self.roles[role]} (role {role} of claim 4)")
+        if not self.tasks:
+            raise ConfigError("analyze.tasks: empty; name at least one of copy, reverse, agreement (claims 5-7 and 10 "
+                              "are measured on them)")
         if not self.min_length <= self.train_length <= 100:
             raise ConfigError(f"analyze.train_length: must be in [min_length, 100] so tests reach 2L <= 200, "
                               f"got {self.train_length}")

@@ -3,7 +3,8 @@ written out as results/claims.md with its plots in results/claims/.
 
 Growth orders are log-log slopes between the two longest lengths of the sweep (the asymptotic regime),
 or between the two widths for parameters. A verdict is `holds`, `holds with a caveat` (the direction
-holds, a stated part does not or cannot be seen here) or `does not hold here`.
+holds, a stated part does not or cannot be seen here) or `does not hold here`; `not decided` where the claim's
+task was not run, which refutes nothing.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import math
 
 import numpy as np
 
-from nmtbench.evaluation.verdict import CAVEAT, FAILS, HOLDS
+from nmtbench.evaluation.verdict import CAVEAT, FAILS, HOLDS, UNDECIDED
 from nmtbench.tables import Table
 
 LINEAR = (0.8, 1.2)  # a log-log slope in this range is linear growth
@@ -183,7 +184,8 @@ def claim_bottleneck(m: dict) -> dict:
     roles, L, low = m["roles"], m["train_length"], m["min_length"]
     tasks = [t for t in ("copy", "reverse") if t in m["synthetic"]]
     if not tasks:
-        return {"measurement": "no copy or reverse task was run", "verdict": FAILS, "plot": ""}
+        return {"measurement": "not measured: analyze.tasks holds neither copy nor reverse", "verdict": UNDECIDED,
+                "plot": ""}
     third = max(1, (L - low) // 3)
     short = lambda name: mean(accuracy_in(m, t, name, low, low + third) for t in tasks)  # noqa: E731
     long = lambda name: mean(accuracy_in(m, t, name, L - third, L) for t in tasks)  # noqa: E731
