@@ -259,7 +259,7 @@ stages:
 
 def test_a_second_signal_while_the_jobs_are_cancelled_cancels_them_all(tmp_path):
     """#69: `timeout 60 make converge` said "cancelled 1 job(s)" while the training went on: make passed a second
-    SIGTERM on, which cut the cancelling short."""
+    SIGTERM on, which cut the cancelling short. The handlers the loop set are gone once it has returned."""
     class Job:
         cancelled = False
 
@@ -272,20 +272,78 @@ def test_a_second_signal_while_the_jobs_are_cancelled_cancels_them_all(tmp_path)
 
     class Pipeline:
         def prepare(self, name):
-            raise KeyboardInterrupt  # the first signal
+            os.kill(os.getpid(), signal.SIGTERM)  # the first signal
+            return False
 
     jobs = [Job(), Job()]
     # the process executor's jobs: cancel() is each job's own (a local job's controller is sent SIGTERM instead)
+    out = io.StringIO()
     loop = Loop(LaunchConfig(), tmp_path, "process", [], 3, None, Pipeline(), [Stage("c", "true", frozenset())],
-                io.StringIO(), None, None)
+                out, None, None)
     loop.running = {f"job{i}": Running(job, i) for i, job in enumerate(jobs)}
     before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         assert loop.run() == 130
+        assert {signum: signal.getsignal(signum) for signum in before} == before
     finally:
         for signum, handler in before.items():
             signal.signal(signum, handler)
     assert [job.cancelled for job in jobs] == [True, True]
+    assert out.getvalue().endswith("nmtbench launch: interrupted; cancelled 2 job(s): job0, job1 (a rerun resumes "
+                                   "what is missing)\n")
+
+
+# a job process as submitit runs it: run_stage in the main thread, its stage told to stop by signals in quick
+# succession (the group's, the controller's passing it on, the launcher's cancel); it prints how the job ended
+BOMBARDED_JOB = """
+import sys
+from nmtbench.launch.jobs import run_stage
+try:
+    run_stage(sys.argv[1], ".", "stage.log", {})
+except Exception as error:
+    print(f"{type(error).__name__}: {error}")
+"""
+
+
+@pytest.mark.slow
+def test_a_job_told_to_stop_many_times_stops_its_stage_and_ends_failed(tmp_path):
+    """A signal's handler raised KeyboardInterrupt, which could strike inside Popen.wait while it held the Popen's
+    lock: the job's last wait then waited on it for ever (about one signal to a launcher's group in twenty)."""
+    (tmp_path / "graceful.py").write_text(GRACEFUL)
+    (tmp_path / "job.py").write_text(BOMBARDED_JOB)
+    job = subprocess.Popen([sys.executable, "job.py", f"{sys.executable} graceful.py"], cwd=tmp_path,
+                           env=pipeline_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while not (tmp_path / "slow.pid").is_file() or not (tmp_path / "slow.pid").read_text().endswith("\n"):
+        assert job.poll() is None
+        time.sleep(0.05)
+    for _ in range(200):
+        if job.poll() is not None:
+            break
+        job.send_signal(signal.SIGTERM)
+        time.sleep(0.002)
+    printed, errors = job.communicate(timeout=30)
+    assert (printed, errors) == ("StageFailed: stopped by SIGTERM\n", "")
+    assert (tmp_path / "stopped.txt").read_text() == "stopped\n"
+
+
+def test_a_stop_that_comes_while_the_stage_starts_stops_it(tmp_path, monkeypatch):
+    """The signal lands after the stage's process exists and before the handler knows of it."""
+    from nmtbench.launch import jobs
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("run_stage sets its handlers only in the main thread")
+    started = jobs.start_stage
+
+    def start_and_be_told(*args):
+        process = started(*args)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return process
+
+    monkeypatch.setattr(jobs, "start_stage", start_and_be_told)
+    began = time.monotonic()
+    with pytest.raises(jobs.StageFailed, match="^stopped by SIGTERM$"):
+        jobs.run_stage("sleep 60", str(tmp_path), str(tmp_path / "stage.log"), {})
+    assert time.monotonic() - began < 30
 
 
 def test_a_second_launch_in_one_workspace_refuses_in_one_line(tmp_path):

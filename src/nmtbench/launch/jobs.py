@@ -40,13 +40,18 @@ def run_stage(cmd: str, cwd: str, log: str, env: dict[str, str], launcher: int |
     pass (it waits for its own timeout signal), and a signal to the launcher's whole process group (kill -TERM
     -<group>, a closed terminal's SIGHUP) reaches submitit's local controller too, which kills this process a second
     after passing its stop on, or dies at once on SIGHUP: the stage, in a session of its own, trained on, and the
-    next launch started the same run beside it."""
+    next launch started the same run beside it.
+
+    The handler passes the stop on and notes it, and raises nothing: an exception raised from it could strike inside
+    Popen.wait while that held the Popen's lock, and the wait for the stopping stage then waited on the lock for
+    ever (about one signal to the launcher's group in twenty, under load: the job process outlived its stage)."""
     started: list[subprocess.Popen] = []
+    stopped_by: list[str] = []
 
     def stop(signum, frame):
+        stopped_by.append(signal.Signals(signum).name)
         for process in started:
             signal_stage(process)
-        raise KeyboardInterrupt
 
     previous = {}
     if threading.current_thread() is threading.main_thread():  # where Python lets a handler be set
@@ -54,6 +59,8 @@ def run_stage(cmd: str, cwd: str, log: str, env: dict[str, str], launcher: int |
     try:
         process = start_stage(cmd, cwd, log, env)
         started.append(process)
+        if stopped_by:  # the stop came while the stage was being started
+            signal_stage(process)
         try:
             code = wait_while_alive(process, launcher)
         finally:
@@ -61,6 +68,8 @@ def run_stage(cmd: str, cwd: str, log: str, env: dict[str, str], launcher: int |
     finally:
         for signum, handler in previous.items():  # submitit's own, for the rest of its job process
             signal.signal(signum, handler)
+    if stopped_by:  # a stage that stopped cleanly when told has not finished: the launcher must not record it
+        raise StageFailed(f"stopped by {stopped_by[0]}")
     if code:
         raise StageFailed(f"exit status {code}")
 
@@ -118,7 +127,10 @@ def alive(pid: int) -> bool:
 def signal_stage(process: subprocess.Popen) -> None:
     """SIGTERM to everything the stage started (a training stops after its step), unless it has ended."""
     if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+        except ProcessLookupError:  # its whole group ended since the poll
+            pass
 
 
 def end(process: subprocess.Popen) -> None:

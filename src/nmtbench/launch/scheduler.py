@@ -89,9 +89,9 @@ class Loop:
 
     def run(self) -> int:
         last_summary = 0.0
-        catch_cancel_signals()
+        asked, previous = catch_cancel_signals()
         try:
-            while self.pending or self.running:
+            while (self.pending or self.running) and not asked:
                 if self.deadline is not None and time.monotonic() > self.deadline:
                     self.stop_at_time_limit()
                     break
@@ -100,19 +100,18 @@ class Loop:
                     self.summary()
                     last_summary = time.monotonic()
                 time.sleep(POLL_SECONDS)
-        except KeyboardInterrupt:
-            # a second signal must not cut the cancelling short, leaving trainings running: make, stopped by
-            # timeout, passes its own SIGTERM on to the launcher it runs
-            ignored = {signum: signal.signal(signum, signal.SIG_IGN) for signum in (signal.SIGINT, signal.SIGTERM)}
-            self.cancel()
-            for signum, handler in ignored.items():
-                signal.signal(signum, handler)
-            print(f"\nnmtbench launch: interrupted; cancelled {len(self.running)} job(s): "
-                  f"{', '.join(self.running) or 'none'} (a rerun resumes what is missing)", file=self.out)
-            return 130
+            if asked:
+                self.cancel()  # under the loop's handlers: a second signal is noted, not a kill
         except BaseException:  # the launcher's own failure (say, sbatch refusing a job) leaves no job behind
             self.cancel()
             raise
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        if asked:
+            print(f"\nnmtbench launch: interrupted; cancelled {len(self.running)} job(s): "
+                  f"{', '.join(self.running) or 'none'} (a rerun resumes what is missing)", file=self.out)
+            return 130
         for name, why in self.failed.items():
             print(f"failed: {name}: {why}", file=self.out)
         return 1 if self.failed else 0
@@ -191,17 +190,18 @@ class Loop:
         return FOLDER / "logs" / f"{name}.log"
 
 
-def catch_cancel_signals() -> None:
+def catch_cancel_signals() -> tuple[list[str], dict]:
     """Ctrl-C and `kill` cancel the jobs, however the launcher was started: a process inherits ignored and blocked
     signals from its parent (a shell script's background job ignores SIGINT; a parent may block both), and would
-    then run on, its jobs with it, when asked to stop."""
+    then run on, its jobs with it, when asked to stop. The handler notes the signal in the list returned, which the
+    loop reads between its steps: raised from the handler, an exception could cut a step (recording a stage in
+    dvc.lock, a Popen's wait holding its lock) in the middle, and a second signal the cancelling. Returns that
+    list and the handlers it replaced."""
+    asked: list[str] = []
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, interrupt)
-
-
-def interrupt(signum, frame):
-    raise KeyboardInterrupt
+    previous = {signum: signal.signal(signum, lambda signum, frame: asked.append(signal.Signals(signum).name))
+                for signum in (signal.SIGINT, signal.SIGTERM)}
+    return asked, previous
 
 
 def error_line(error: BaseException) -> str:
