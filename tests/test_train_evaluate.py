@@ -11,6 +11,7 @@ import math
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,7 +23,7 @@ import torch
 import yaml
 from lightning.pytorch.utilities import rank_zero_only
 
-from helpers.data import tiny_files
+from helpers.data import tiny_files, write_mirror
 from helpers.project import scores as without_timings
 from helpers.project import write_tiny_project
 from helpers.wandb_offline import read_offline_run, read_table
@@ -649,10 +650,13 @@ def test_a_run_stopped_by_max_steps_mid_epoch_validates_its_last_step(project, m
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("accelerator", ["cpu", pytest.param("gpu", marks=[
+@pytest.mark.parametrize("accelerator, moved", [("cpu", False), ("cpu", True), pytest.param("gpu", False, marks=[
     pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")])])
-def test_a_killed_training_command_resumes_to_the_uninterrupted_result(project, tmp_path, monkeypatch, accelerator):
-    """SIGKILL `nmtbench train` right after its first last.ckpt (mid-epoch), rerun it: the same weights and figures."""
+def test_a_killed_training_command_resumes_to_the_uninterrupted_result(project, tmp_path, monkeypatch, accelerator,
+                                                                       moved):
+    """SIGKILL `nmtbench train` right after its first last.ckpt (mid-epoch), rerun it: the same weights and figures.
+    moved: the killed run's model folder copied into a workspace made afresh from the same params and a mirror
+    written again (another machine's), where the rerun resumes it: the same data make the same subwords."""
     monkeypatch.setenv("WANDB_MODE", "disabled")
     set_train_params(batch_tokens=16, max_epochs=4, checkpoint_every_steps=3, deterministic=True,
                      accelerator=accelerator)
@@ -671,6 +675,13 @@ def test_a_killed_training_command_resumes_to_the_uninterrupted_result(project, 
     state = torch.load(last, map_location="cpu", weights_only=False)
     position = state["TranslationData"]
     assert 0 < position["batches_done"] < whole["steps"] // whole["epochs"]  # killed in the middle of an epoch
+    if moved:
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        write_tiny_project(elsewhere, *write_mirror(tmp_path / "mirror-elsewhere"))
+        shutil.copy("params.yaml", elsewhere / "params.yaml")
+        shutil.copytree("models/tiny/seed42", elsewhere / "models/tiny/seed42")
+        monkeypatch.chdir(elsewhere)
 
     resumed = subprocess.run(command, capture_output=True, text=True, check=True, timeout=600)
     assert f"resuming {last} at step {state['global_step']}" in resumed.stderr
